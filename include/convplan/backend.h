@@ -1,0 +1,166 @@
+// The narrow seam between convplan's policy code (the tuner and the plan cache) and whatever
+// runs convolutions: the cuDNN backend in production, a scripted backend in CI.
+//
+// A Backend is shared by every thread and must be thread-safe. A Plan is a live object bound to
+// one device and the handle it was built with; it is used by one thread at a time (cuDNN plans
+// are not safe to share across threads, pytorch/pytorch #103793) and never executes with another
+// handle: execute() with a foreign handle returns kWrongHandle and touches nothing.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "convplan/device.h"
+#include "convplan/engine_config.h"
+#include "convplan/problem.h"
+#include "convplan/status.h"
+
+// The same typedef as cudnn.h's, so that public headers need not include cuDNN.
+struct cudnnContext;
+typedef struct cudnnContext* cudnnHandle_t;
+
+namespace convplan {
+
+// Device pointers of the three logical tensors (see problem.h); the direction says which one
+// is written. Every pointer must be valid for the problem's span of its tensor.
+struct TensorPointers {
+  void* x = nullptr;
+  void* w = nullptr;
+  void* y = nullptr;
+  bool operator==(const TensorPointers&) const = default;
+};
+
+// Device memory for workspaces and tuning buffers. Frameworks supply their own (a caching
+// allocator); backends supply a default. Must be thread-safe.
+class DeviceAllocator {
+ public:
+  virtual ~DeviceAllocator() = default;
+  // Returns kOutOfMemory (not a crash) when the memory is not there. bytes == 0 gives nullptr.
+  virtual StatusOr<void*> allocate(size_t bytes) = 0;
+  virtual void deallocate(void* ptr, size_t bytes) = 0;
+};
+
+// RAII ownership of one allocation from a DeviceAllocator. Move-only.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  DeviceBuffer(DeviceAllocator* allocator, void* ptr, size_t bytes)
+      : allocator_(allocator), ptr_(ptr), bytes_(bytes) {}
+  DeviceBuffer(DeviceBuffer&& other) noexcept { *this = std::move(other); }
+  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept {
+    if (this != &other) {
+      reset();
+      allocator_ = other.allocator_;
+      ptr_ = other.ptr_;
+      bytes_ = other.bytes_;
+      other.allocator_ = nullptr;
+      other.ptr_ = nullptr;
+      other.bytes_ = 0;
+    }
+    return *this;
+  }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  ~DeviceBuffer() { reset(); }
+
+  static StatusOr<DeviceBuffer> allocate(DeviceAllocator& allocator, size_t bytes) {
+    auto p = allocator.allocate(bytes);
+    if (!p.ok()) return p.status();
+    return DeviceBuffer(&allocator, *p, bytes);
+  }
+  void reset() {
+    if (allocator_ != nullptr && ptr_ != nullptr) allocator_->deallocate(ptr_, bytes_);
+    allocator_ = nullptr;
+    ptr_ = nullptr;
+    bytes_ = 0;
+  }
+  void* get() const { return ptr_; }
+  size_t size() const { return bytes_; }
+
+ private:
+  DeviceAllocator* allocator_ = nullptr;
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+class Plan {
+ public:
+  virtual ~Plan() = default;
+  virtual cudnnHandle_t handle() const = 0;  // the handle it was built with
+  virtual const EngineConfig& config() const = 0;
+  virtual NoteSet notes() const = 0;
+  virtual int64_t workspace_bytes() const = 0;
+  virtual size_t host_bytes() const = 0;  // host memory the plan holds, approximately
+  // Enqueues the convolution on `handle`'s stream. Returns kWrongHandle, doing nothing, when
+  // handle != this->handle(). REQUIRES: workspace holds workspace_bytes() (may be null if 0).
+  // Allocates nothing and synchronizes nothing when called again with the same pointers, so it
+  // may run inside CUDA stream capture.
+  virtual Status execute(cudnnHandle_t handle, const TensorPointers& tensors, void* workspace) = 0;
+  // The plan's serialized form (CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION); kNotSupported
+  // where the backend has none.
+  virtual StatusOr<std::string> to_json() const = 0;
+};
+
+// Where a candidate came from.
+enum class CandidateSource {
+  kHeuristicInstant,  // CUDNN_HEUR_MODE_INSTANT
+  kHeuristicA,        // CUDNN_HEUR_MODE_A
+  kHeuristicB,        // CUDNN_HEUR_MODE_B
+  kFallback,          // CUDNN_HEUR_MODE_FALLBACK
+  kAllEngines,        // every global engine index that supports the problem, default knobs
+};
+const char* to_string(CandidateSource s);
+
+struct Candidate {
+  EngineConfig config;
+  NoteSet notes = 0;
+  int rank = 0;  // position in the source's order, 0 = the source's first choice
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+
+  // The device `handle` runs on (its stream's device).
+  virtual StatusOr<DeviceInfo> device_of(cudnnHandle_t handle) = 0;
+
+  // Engine configurations for the problem, best first as the source orders them. Configs that
+  // cannot support the problem are left out; an empty list is ok.
+  virtual StatusOr<std::vector<Candidate>> candidates(cudnnHandle_t handle,
+                                                      const ConvProblem& problem,
+                                                      CandidateSource source) = 0;
+  // The knobs an engine offers for the problem, for exhaustive search.
+  virtual StatusOr<std::vector<KnobInfo>> knobs(cudnnHandle_t handle, const ConvProblem& problem,
+                                                int64_t engine_id) = 0;
+
+  // A finalized plan for exactly `config` on `handle`. kNotSupported when the engine or a knob
+  // value does not support the problem.
+  virtual StatusOr<std::unique_ptr<Plan>> build(cudnnHandle_t handle, const ConvProblem& problem,
+                                                const EngineConfig& config) = 0;
+  // Re-creates a plan from Plan::to_json() on another handle (much cheaper than build for
+  // runtime-compiled engines).
+  virtual StatusOr<std::unique_ptr<Plan>> build_from_json(cudnnHandle_t handle,
+                                                          const ConvProblem& problem,
+                                                          std::string_view json) = 0;
+
+  // What the tuner needs to run candidates: memory, copies and event timing, all on `handle`'s
+  // stream. The copies and fill() complete before they return.
+  virtual DeviceAllocator& default_allocator(cudnnHandle_t handle) = 0;
+  virtual Status copy_to_device(cudnnHandle_t handle, void* dst, const void* src, size_t bytes) = 0;
+  virtual Status copy_to_host(cudnnHandle_t handle, void* dst, const void* src, size_t bytes) = 0;
+  virtual Status fill(cudnnHandle_t handle, void* dst, uint8_t byte, size_t bytes) = 0;
+  // Runs plan.execute `warmup` times, then `runs` times, each timed with device events on the
+  // handle's stream; returns the milliseconds of each timed run. With flush_l2 the L2 cache is
+  // flushed before each timed run (its time is not counted). Stops early, returning the times so
+  // far, once a run exceeds cutoff_ms (<= 0: no cutoff).
+  virtual StatusOr<std::vector<float>> time(Plan& plan, const TensorPointers& tensors,
+                                            void* workspace, int warmup, int runs, bool flush_l2,
+                                            float cutoff_ms) = 0;
+};
+
+}  // namespace convplan

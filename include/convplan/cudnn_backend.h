@@ -1,0 +1,66 @@
+// The production Backend on cuDNN's backend (graph) API, and the small CUDA pieces a caller needs
+// to use it: a cuDNN handle with its own stream, device memory, and what the machine has.
+//
+// make_cudnn_backend() is thread-safe and one instance serves every thread and device.
+// CudnnContext is move-only and used by one thread at a time, like the handle it owns.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "convplan/backend.h"
+#include "convplan/status.h"
+
+typedef struct CUstream_st* cudaStream_t;
+
+namespace convplan {
+
+// ok when a CUDA device can be used; else kNoDevice with the reason (no driver, no device).
+Status gpu_available();
+int cuda_device_count();  // 0 where gpu_available() is not ok
+// The cuDNN library actually loaded, e.g. 91900 (cudnnGetVersion()), and the CUDA runtime's.
+int64_t cudnn_runtime_version();
+int cuda_runtime_version();
+
+std::shared_ptr<Backend> make_cudnn_backend();
+
+// A cuDNN handle on `device`, bound to a non-blocking stream that it owns. Move-only.
+class CudnnContext {
+ public:
+  static StatusOr<CudnnContext> create(int device = 0);
+  CudnnContext(CudnnContext&& other) noexcept;
+  CudnnContext& operator=(CudnnContext&& other) noexcept;
+  CudnnContext(const CudnnContext&) = delete;
+  CudnnContext& operator=(const CudnnContext&) = delete;
+  ~CudnnContext();
+
+  cudnnHandle_t handle() const { return handle_; }
+  cudaStream_t stream() const { return stream_; }
+  int device() const { return device_; }
+  Status synchronize() const;
+
+ private:
+  CudnnContext() = default;
+  void release() noexcept;
+  cudnnHandle_t handle_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+  int device_ = -1;
+};
+
+// cudaMalloc/cudaFree on the current device; kOutOfMemory when cudaMalloc says so.
+DeviceAllocator& cuda_allocator();
+
+// One engine index's answer for a problem, for `convplan engines`.
+struct EngineReport {
+  int64_t engine_id = -1;
+  Status status;  // ok when a plan with default knobs finalized
+  NoteSet notes = 0;
+  std::vector<KnobInfo> knobs;
+  int64_t workspace_bytes = 0;  // with default knobs, when it finalized
+};
+// Every global engine index of the problem's operation, in order.
+StatusOr<std::vector<EngineReport>> inspect_engines(cudnnHandle_t handle,
+                                                    const ConvProblem& problem);
+
+}  // namespace convplan

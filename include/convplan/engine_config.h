@@ -1,0 +1,72 @@
+// EngineConfig: which cuDNN engine runs a problem and with which knob choices, as plain data that
+// can be stored, shared between threads and processes, and rebuilt into a plan on any handle.
+// Also the engine notes (numerical and behaviour) that the tuner's filters look at, and the knob
+// ranges an engine offers.
+//
+// Value types; thread-compatible.
+#pragma once
+
+#include <compare>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "convplan/status.h"
+
+namespace convplan {
+
+// One knob set to one value. `type` is cuDNN's cudnnBackendKnobType_t value.
+struct KnobChoice {
+  int64_t type = 0;
+  int64_t value = 0;
+  auto operator<=>(const KnobChoice&) const = default;
+};
+
+struct EngineConfig {
+  int64_t engine_id = -1;         // cuDNN's global engine index (CUDNN_ATTR_ENGINE_GLOBAL_INDEX)
+  std::vector<KnobChoice> knobs;  // sorted by type, one entry per type
+
+  // "eng12" or "eng12:k3=1,k10=2" (knob types by number, sorted). parse(to_string()) == *this;
+  // parse sorts the knobs and rejects a repeated type, naming it.
+  std::string to_string() const;
+  static StatusOr<EngineConfig> parse(std::string_view text);
+  auto operator<=>(const EngineConfig&) const = default;
+};
+
+// Engine notes as bits: numerical notes (what a filter may forbid), then behaviour notes.
+enum Note : uint32_t {
+  kNoteTensorCore = 1u << 0,
+  kNoteDownConvertInputs = 1u << 1,
+  kNoteReducedPrecisionReduction = 1u << 2,
+  kNoteFft = 1u << 3,
+  kNoteNonDeterministic = 1u << 4,
+  kNoteWinograd = 1u << 5,
+  kNoteWinogradTile4x4 = 1u << 6,
+  kNoteWinogradTile6x6 = 1u << 7,
+  kNoteWinogradTile13x13 = 1u << 8,
+  kNoteRuntimeCompilation = 1u << 16,
+  kNoteRequiresFilterIntReorder = 1u << 17,
+  kNoteRequiresBiasIntReorder = 1u << 18,
+  kNoteSupportsCudaGraphNativeApi = 1u << 19,
+};
+using NoteSet = uint32_t;
+
+// "tensor_core,non_deterministic" (empty for none); parse takes the same names.
+std::string notes_to_string(NoteSet notes);
+StatusOr<NoteSet> parse_notes(std::string_view text);
+
+// The range one knob of one engine accepts (CUDNN_ATTR_KNOB_INFO_*).
+struct KnobInfo {
+  int64_t type = 0;
+  std::string name;  // cuDNN's name without the prefix: "SPLIT_K", "TILE_SIZE", ...
+  int64_t min_value = 0;
+  int64_t max_value = 0;
+  int64_t stride = 1;
+  int64_t default_value = 0;
+};
+
+// cuDNN's knob name for a knob type ("SPLIT_K"), or "k<type>" for an unknown one.
+std::string knob_type_name(int64_t type);
+
+}  // namespace convplan

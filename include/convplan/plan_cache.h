@@ -1,0 +1,125 @@
+// PlanCache: the process-wide cache of tuning results and execution plans.
+//
+// Keyed by device and problem (and the policy fields that change the choice):
+//   - one TuningRecord per key, shared by every handle and every identical device; and
+//   - one Plan per (key, handle), never executed with another handle.
+// A hit returns the plan built for the caller's handle. A miss with a record clones a plan for
+// the handle from the record (no heuristics, no timing). A miss without one tunes once; threads
+// that miss the same key meanwhile wait and then clone. Tuning one key blocks no other key and no
+// hit. Plans are evicted least-recently-used beyond the capacity, never while pinned by a PlanRef;
+// records are kept. Failures are never cached.
+//
+// Thread-safe. Each handle is used by one thread at a time (as cuDNN requires); a handle used
+// from two threads at once is reported as an error in debug builds.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "convplan/backend.h"
+#include "convplan/status.h"
+#include "convplan/tune_policy.h"
+#include "convplan/tuner.h"
+#include "convplan/tuning_db.h"
+#include "convplan/tuning_record.h"
+
+namespace convplan {
+
+struct CacheStats {
+  uint64_t hits = 0;
+  uint64_t misses = 0;
+  uint64_t tunes = 0;        // tunes run (one per key, barring failures)
+  uint64_t clones = 0;       // plans built from a record for another handle
+  uint64_t json_clones = 0;  // of those, re-created from the plan's JSON
+  uint64_t db_hits = 0;      // records found in the database instead of tuning
+  uint64_t evictions = 0;
+  uint64_t failures = 0;     // failed tunes, builds and executions
+  double tune_ms = 0;        // wall time spent tuning
+  double clone_ms = 0;       // wall time spent cloning
+  size_t plans = 0;          // plans held now
+  size_t records = 0;        // records held now
+  size_t plan_host_bytes = 0;
+  std::string to_string() const;
+};
+
+struct PlanCacheOptions {
+  std::shared_ptr<Backend> backend;        // required
+  // Maximum plans held; unset: CONVPLAN_CACHE_CAPACITY, else 10000. 0 disables caching of plans
+  // (each call builds and drops its plan; records are still kept).
+  std::optional<size_t> capacity;
+  // The policy used by the calls that take none; unset: TunePolicy::from_environment().
+  std::optional<TunePolicy> policy;
+  // Consulted on a miss before tuning, written after each tune; null: no persistence.
+  std::shared_ptr<TuningDatabase> database;
+  TunerOptions tuner;
+};
+
+class PlanCache;
+
+// A pinned plan: while it lives the plan is not evicted. Move-only; use from one thread.
+class PlanRef {
+ public:
+  PlanRef() = default;
+  PlanRef(PlanRef&& other) noexcept;
+  PlanRef& operator=(PlanRef&& other) noexcept;
+  PlanRef(const PlanRef&) = delete;
+  PlanRef& operator=(const PlanRef&) = delete;
+  ~PlanRef();
+
+  Plan& plan() const { return *plan_; }
+  Plan* operator->() const { return plan_; }
+  explicit operator bool() const { return plan_ != nullptr; }
+
+ private:
+  friend class PlanCache;
+  struct Pin;  // the cache's entry; defined in src/cache
+  PlanRef(Plan* plan, Pin* pin, std::shared_ptr<void> owner);
+  void reset() noexcept;
+  Plan* plan_ = nullptr;
+  Pin* pin_ = nullptr;
+  std::shared_ptr<void> owner_;  // keeps an uncached plan (capacity 0) alive
+};
+
+class PlanCache {
+ public:
+  static StatusOr<std::unique_ptr<PlanCache>> create(PlanCacheOptions options);
+  ~PlanCache();
+  PlanCache(const PlanCache&) = delete;
+  PlanCache& operator=(const PlanCache&) = delete;
+
+  // The plan for exactly `handle`, pinned. REQUIRES: problem.validate().ok() (else an error).
+  StatusOr<PlanRef> acquire(cudnnHandle_t handle, const ConvProblem& problem);
+  StatusOr<PlanRef> acquire(cudnnHandle_t handle, const ConvProblem& problem,
+                            const TunePolicy& policy);
+
+  // acquire + execute on the handle's stream. Workspace comes from `allocator` when given, else
+  // from a per-handle arena that grows on demand and is reused. On a hit this allocates nothing,
+  // synchronizes nothing and blocks on nothing, so it may run inside CUDA stream capture. A plan
+  // that fails to execute is dropped and its error returned.
+  Status execute(cudnnHandle_t handle, const ConvProblem& problem, const TensorPointers& tensors,
+                 DeviceAllocator* allocator = nullptr);
+  Status execute(cudnnHandle_t handle, const ConvProblem& problem, const TensorPointers& tensors,
+                 const TunePolicy& policy, DeviceAllocator* allocator = nullptr);
+
+  // Releases every plan and the arena of `handle`, so a later handle at the same address can
+  // never meet a stale plan. REQUIRES: no PlanRef of that handle is alive.
+  void forget_handle(cudnnHandle_t handle);
+
+  // The record for the key, if tuned (or loaded) already.
+  std::optional<TuningRecord> find_record(cudnnHandle_t handle, const ConvProblem& problem,
+                                          const TunePolicy& policy);
+  const TunePolicy& default_policy() const;
+  CacheStats stats() const;
+  size_t capacity() const;
+  void set_capacity(size_t capacity);
+
+ private:
+  class Impl;
+  explicit PlanCache(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace convplan

@@ -1,0 +1,167 @@
+// ConvProblem: one convolution problem (direction, geometry, types, layout, scaling), and
+// TransposedConvProblem, which maps a deconvolution onto the three ConvProblem directions.
+//
+// A plain value type: copy it freely, compare it, hash it, print and parse it. It knows nothing
+// of cuDNN or CUDA. Thread-compatible (const methods are safe from several threads).
+//
+// Tensors, always described in logical order (N, C, spatial...) whatever the memory layout:
+//   x: (n, c, input...)            the convolution's input   (dx for backward-data)
+//   w: (k, c / groups, filter...)  the filter                (dw for backward-filter)
+//   y: (n, k, output()...)         the convolution's output  (dy for the backward directions)
+// The direction says which of the three is written:
+//   kForward       y = alpha * conv(x, w)           + beta * y
+//   kBackwardData  x = alpha * conv_bwd_data(y, w)  + beta * x
+//   kBackwardFilter w = alpha * conv_bwd_filter(x, y) + beta * w
+// conv is cross-correlation (no filter flip), as in cuDNN's CUDNN_CROSS_CORRELATION mode.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "convplan/status.h"
+
+namespace convplan {
+
+enum class Direction { kForward, kBackwardData, kBackwardFilter };
+enum class DataType { kFloat, kHalf, kBFloat16, kDouble };
+// kChannelsFirst: NCHW-style packed; kChannelsLast: NHWC-style packed (filters KRSC);
+// kExplicit: the strides in x_strides, w_strides and y_strides (elements, logical order).
+enum class Layout { kChannelsFirst, kChannelsLast, kExplicit };
+
+inline constexpr int kMaxSpatialDims = 3;
+inline constexpr int kMaxTensorRank = kMaxSpatialDims + 2;
+// Per-spatial-dimension values; entries past spatial_dims are ignored by every method and are
+// kept at their defaults (1 for sizes, strides and dilations, 0 for padding) so that == and
+// hash() see equal problems as equal.
+using SpatialDims = std::array<int64_t, kMaxSpatialDims>;
+using TensorStrides = std::array<int64_t, kMaxTensorRank>;
+
+// Name used in text forms and messages: "fwd", "bwd_data", "bwd_filter"; "f32", "f16", "bf16",
+// "f64"; "nchw" (channels-first), "nhwc" (channels-last), "explicit".
+const char* to_string(Direction d);
+const char* to_string(DataType t);
+const char* to_string(Layout l);
+StatusOr<Direction> parse_direction(std::string_view s);
+StatusOr<DataType> parse_data_type(std::string_view s);
+StatusOr<Layout> parse_layout(std::string_view s);
+int64_t size_of(DataType t);  // bytes per element
+// fp64 for fp64 data, fp32 otherwise.
+DataType default_compute_type(DataType data_type);
+
+// Dimensions and element strides of one tensor in logical order (N, C, spatial...).
+struct TensorShape {
+  int rank = 0;  // spatial_dims + 2
+  TensorStrides dims{};
+  TensorStrides strides{};
+  int64_t elements() const;     // product of dims
+  int64_t span_elements() const;  // 1 + largest offset: the elements a buffer must hold
+  bool operator==(const TensorShape&) const = default;
+};
+
+struct ConvProblem {
+  Direction direction = Direction::kForward;
+  int spatial_dims = 2;  // 1, 2 or 3
+  int64_t n = 1;
+  int64_t c = 1;  // input channels (all groups)
+  int64_t k = 1;  // output channels (all groups)
+  int64_t groups = 1;
+  SpatialDims input{1, 1, 1};
+  SpatialDims filter{1, 1, 1};
+  SpatialDims pad_before{0, 0, 0};
+  SpatialDims pad_after{0, 0, 0};
+  SpatialDims stride{1, 1, 1};
+  SpatialDims dilation{1, 1, 1};
+  DataType data_type = DataType::kFloat;
+  DataType compute_type = DataType::kFloat;  // see default_compute_type()
+  // Tensor-core math; for fp32 data that means TF32. Half types always use tensor cores where
+  // the engine has them, so the flag matters for fp32 (and is kept true for the others).
+  bool allow_tensor_cores = true;
+  Layout layout = Layout::kChannelsFirst;
+  TensorStrides x_strides{};  // only with Layout::kExplicit; zeros otherwise
+  TensorStrides w_strides{};
+  TensorStrides y_strides{};
+  double alpha = 1.0;
+  double beta = 0.0;
+
+  // A problem with data_type and compute_type both set: compute = default_compute_type(t).
+  static ConvProblem with_data_type(ConvProblem p, DataType t);
+
+  // REQUIRES for everything below but validate(): validate().ok().
+  // Output spatial size: (input + pad_before + pad_after - dilation*(filter-1) - 1)/stride + 1.
+  SpatialDims output() const;
+  TensorShape x_shape() const;
+  TensorShape w_shape() const;
+  TensorShape y_shape() const;
+  // Which logical tensor the direction writes: 'x', 'w' or 'y'.
+  char output_tensor() const;
+  // Multiply-adds times two, as for the forward direction (the same count for all three).
+  double flops() const;
+  // Each tensor read once and the output written once (read too when beta != 0), in bytes.
+  double min_bytes() const;
+
+  // Every impossible problem gets kInvalidArgument naming the field and the value, e.g.
+  // "groups=3 does not divide c=64", "dilation[1]=0 must be >= 1", "output[0]=0 is empty".
+  Status validate() const;
+
+  // The canonical text form (see parse_problem). parse_problem(p.to_string()) == p.
+  std::string to_string() const;
+  // Stable across processes and builds (FNV-1a over the canonical fields), never std::hash.
+  uint64_t hash() const;
+  bool operator==(const ConvProblem&) const = default;
+};
+
+// Parses the text form, which follows oneDNN benchdnn's convolution descriptor:
+//   [dir:DIR,dt:TYPE,ct:TYPE,layout:LAYOUT,tc:0|1,alpha:A,beta:B,xs:S,ws:S,ys:S/]g1mb32ic64ih56iw56oc64oh56ow56kh3kw3sh1sw1ph1pw1
+// The optional prefix before '/' holds comma-separated key:value flags; the descriptor after it
+// uses benchdnn's letters (g mb ic id ih iw oc od oh ow kd kh kw sd sh sw dd dh dw pd ph pw) with
+// rd/rh/rw for asymmetric padding after (pd/ph/pw then mean before), benchdnn's dilation
+// convention (dh0 = no dilation) and its defaults. Spatial rank is taken from the letters given.
+// Errors name the offending part and its position: "at 12 ('kh0'): kh must be >= 1".
+StatusOr<ConvProblem> parse_problem(std::string_view text);
+
+// Which pass of a transposed convolution (deconvolution) to run.
+enum class TransposedPass {
+  kForward,         // y = deconv(x, w)
+  kBackwardData,    // dx from dy
+  kBackwardFilter,  // dw from x and dy
+};
+
+// A transposed convolution as users think of it (PyTorch's ConvTranspose): input x of
+// (n, c, input...), weight w of (c, k / groups, filter...), output of (n, k, output()...) with
+// output = (input-1)*stride - pad_before - pad_after + dilation*(filter-1) + output_padding + 1.
+struct TransposedConvProblem {
+  int spatial_dims = 2;
+  int64_t n = 1;
+  int64_t c = 1;  // the deconvolution's input channels
+  int64_t k = 1;  // its output channels
+  int64_t groups = 1;
+  SpatialDims input{1, 1, 1};
+  SpatialDims filter{1, 1, 1};
+  SpatialDims pad_before{0, 0, 0};
+  SpatialDims pad_after{0, 0, 0};
+  SpatialDims stride{1, 1, 1};
+  SpatialDims dilation{1, 1, 1};
+  SpatialDims output_padding{0, 0, 0};  // each < stride or < dilation
+  DataType data_type = DataType::kFloat;
+  DataType compute_type = DataType::kFloat;
+  bool allow_tensor_cores = true;
+  Layout layout = Layout::kChannelsFirst;  // kExplicit is not offered here
+  double alpha = 1.0;
+  double beta = 0.0;
+
+  SpatialDims output() const;
+  Status validate() const;
+  bool operator==(const TransposedConvProblem&) const = default;
+
+  // The ordinary convolution that computes `pass`, and how the tensors map onto it:
+  //   kForward:        kBackwardData  of conv(x := deconv output, w, y := deconv input)
+  //   kBackwardData:   kForward       with conv x := d(deconv output), y := d(deconv input)
+  //   kBackwardFilter: kBackwardFilter with conv x := d(deconv output), y := deconv input
+  // i.e. the conv's x is always the deconvolution's output side, its y the input side, and the
+  // filter is shared unchanged ((c, k/groups, ...) is the conv's (K, C/groups, ...)).
+  StatusOr<ConvProblem> to_conv(TransposedPass pass) const;
+};
+
+}  // namespace convplan

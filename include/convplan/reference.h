@@ -1,0 +1,36 @@
+// The float64 CPU reference convolution for every problem: all three directions, 1-3 spatial
+// dimensions, groups, padding (asymmetric), stride, dilation and any layout, with alpha/beta.
+// Slow and simple by design; it is what every engine is checked against.
+//
+// Pure functions; safe from any number of threads.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "convplan/engine_config.h"
+#include "convplan/problem.h"
+#include "convplan/status.h"
+
+namespace convplan {
+
+// Buffers in the problem's memory layout (strides of x_shape(), w_shape(), y_shape()), each of
+// its tensor's span_elements(). The direction's output tensor is read (for beta) and written;
+// the others are only read. REQUIRES: problem.validate().ok() (else kInvalidArgument).
+Status reference_convolution(const ConvProblem& problem, std::vector<double>& x,
+                             std::vector<double>& w, std::vector<double>& y);
+
+// Conversions between doubles and the problem's data type in host memory (fp16 and bf16 with
+// round-to-nearest-even), for filling device buffers and reading them back.
+void to_data_type(DataType t, const double* src, void* dst, int64_t count);
+void from_data_type(DataType t, const void* src, double* dst, int64_t count);
+
+// ||a - b||_2 / ||b||_2 (0 when both are zero; infinity when only b is zero or a has NaN).
+double relative_l2_error(const std::vector<double>& a, const std::vector<double>& b);
+
+// The relative L2 error an engine with `notes` may have against the reference for the problem's
+// types: 1e-12 fp64, 1e-5 fp32 without tensor cores, 5e-3 fp32 with TF32 (kNoteTensorCore or
+// kNoteDownConvertInputs), 1e-2 fp16 and bf16.
+double relative_error_tolerance(const ConvProblem& problem, NoteSet notes);
+
+}  // namespace convplan

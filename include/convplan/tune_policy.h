@@ -1,0 +1,94 @@
+// TunePolicy: how the autotuner chooses an engine configuration for a problem: the mode, the
+// filters, the workspace limit, timing and validation settings.
+//
+// A plain value type. from_environment() reads the CONVPLAN_* variables; the API wins over the
+// environment simply by setting fields after reading it. Thread-compatible.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "convplan/engine_config.h"
+#include "convplan/problem.h"
+#include "convplan/status.h"
+
+namespace convplan {
+
+enum class TuneMode {
+  kHeuristic,   // the first candidate that passes the filters; no timing
+  kLimited,     // time the heuristics' candidates within the workspace limit (the default)
+  kExhaustive,  // every engine index and its knob combinations, within budget_ms
+};
+const char* to_string(TuneMode m);  // "heuristic", "limited", "exhaustive"
+StatusOr<TuneMode> parse_tune_mode(std::string_view s);
+
+// One disabled engine: every configuration of engine_id, or only those whose knobs include all
+// of `knobs`. Text: "5" or "5:k3=1,k10=0"; lists are comma-free between entries: "5;7:k3=1;12".
+struct EngineRule {
+  int64_t engine_id = -1;
+  std::vector<KnobChoice> knobs;
+  bool matches(const EngineConfig& config) const;
+  bool operator==(const EngineRule&) const = default;
+};
+// Parses "5;7:k3=1;12" (';' or whitespace between rules). Errors name the offending rule and its
+// position; an empty string gives an empty list.
+StatusOr<std::vector<EngineRule>> parse_engine_rules(std::string_view text);
+
+// A rule of a rules file in the spirit of cudnn-frontend's errata filter: a candidate is dropped
+// when every given field matches. JSON: {"rules":[{"id":"...","direction":"fwd",
+// "data_type":"bf16","engine":5,"knobs":{"3":1},"shape":{"c":[1,64],"k":[64,null]}}]}
+struct ErrataRule {
+  std::string id;                        // for messages
+  std::optional<Direction> direction;
+  std::optional<DataType> data_type;
+  int64_t engine_id = -1;                // -1: any
+  std::vector<KnobChoice> knobs;         // all must match
+  // Inclusive ranges over the problem's fields (n, c, k, groups, and the spatial sizes
+  // input0.., filter0.., stride0.., dilation0..): name, min, max (-1 = unbounded).
+  struct Range {
+    std::string field;
+    int64_t min = -1;
+    int64_t max = -1;
+    bool operator==(const Range&) const = default;
+  };
+  std::vector<Range> ranges;
+  bool matches(const ConvProblem& problem, const EngineConfig& config) const;
+  bool operator==(const ErrataRule&) const = default;
+};
+// Errors name the file (or "<text>"), the rule's index and the field.
+StatusOr<std::vector<ErrataRule>> parse_errata_rules(std::string_view json_text,
+                                                     std::string_view source_name);
+StatusOr<std::vector<ErrataRule>> load_errata_file(const std::string& path);
+
+struct TunePolicy {
+  TuneMode mode = TuneMode::kLimited;
+  std::vector<EngineRule> disabled_fwd;          // CONVPLAN_DISABLED_FWD_ENGINES
+  std::vector<EngineRule> disabled_bwd_data;     // CONVPLAN_DISABLED_BWD_DATA_ENGINES
+  std::vector<EngineRule> disabled_bwd_filter;   // CONVPLAN_DISABLED_BWD_FILTER_ENGINES
+  std::vector<ErrataRule> errata;                // CONVPLAN_ERRATA_FILE (a path to JSON)
+  NoteSet forbidden_notes = 0;                   // CONVPLAN_FORBIDDEN_NOTES ("fft,winograd")
+  bool deterministic = false;                    // CONVPLAN_DETERMINISTIC: forbids kNoteNonDeterministic
+  bool allow_runtime_compilation = true;         // CONVPLAN_ALLOW_RUNTIME_COMPILATION
+  int64_t workspace_limit = int64_t{4} << 30;    // bytes; CONVPLAN_WORKSPACE_LIMIT
+  double budget_ms = 10000;                      // exhaustive: per problem; CONVPLAN_TUNE_BUDGET_MS
+  int warmup_runs = 1;
+  int timed_runs = 5;                            // median of these
+  bool validate = true;                          // compare candidates' outputs with a reference
+  int verbose = 0;                               // CONVPLAN_VERBOSE: 0, 1 or 2
+
+  const std::vector<EngineRule>& disabled_for(Direction d) const;
+
+  // Reads CONVPLAN_TUNE, the variables named above and CONVPLAN_VERBOSE over `base`. A malformed
+  // variable is kInvalidArgument naming the variable, its value and the offending part.
+  static StatusOr<TunePolicy> from_environment(TunePolicy base = {});
+
+  // The fields that can change the chosen configuration, canonically, for the cache and
+  // database keys (not verbose, not timing repetitions).
+  std::string key() const;
+  bool operator==(const TunePolicy&) const = default;
+};
+
+}  // namespace convplan

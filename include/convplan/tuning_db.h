@@ -1,0 +1,69 @@
+// TuningDatabase: the persistent store of TuningRecords on SQLite, shared by every process of a
+// user on one machine, so that a second process starts tuned.
+//
+// Thread-safe (one connection, serialized internally); many processes may open the same file at
+// once (WAL mode, busy timeout, each write one transaction). It stores records, never plans.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "convplan/status.h"
+#include "convplan/tuning_record.h"
+
+namespace convplan {
+
+struct DbOpenReport {
+  std::string path;             // the file opened ("" for in-memory)
+  std::string moved_aside;      // where a damaged file was moved, if one was
+  std::string reason;           // why it was moved aside, or why WAL was not used
+  bool wal = false;
+};
+
+struct DbVerifyReport {
+  int64_t records = 0;   // rows read
+  int64_t valid = 0;     // rows that parse and whose key matches their contents
+  std::vector<std::string> problems;  // one line per bad row: its key (or rowid) and why
+};
+
+// Which records prune() removes; unset fields match everything.
+struct PruneFilter {
+  std::optional<int64_t> older_than_unix;  // tuned before this time
+  std::optional<std::string> device_model; // exact DeviceInfo::model_key()
+  std::optional<int64_t> cudnn_version;    // records tuned under this cuDNN version
+};
+
+class TuningDatabase {
+ public:
+  // The default path: $CONVPLAN_DB, else $XDG_CACHE_HOME/convplan/tuning.db, else
+  // ~/.cache/convplan/tuning.db. "off" and ":memory:" mean no file.
+  static std::string default_path();
+  // Opens (creating with mode 0600, and its folder with 0700) the database at `path`. A file
+  // that is not a database, or is damaged, is moved aside (never deleted), reported in
+  // report(), and replaced by a new one.
+  static StatusOr<std::unique_ptr<TuningDatabase>> open(const std::string& path);
+  virtual ~TuningDatabase() = default;
+
+  virtual const DbOpenReport& report() const = 0;
+  // kNotFound when there is no record under `key`; kCorruptData when the stored row is damaged
+  // (it is skipped and counted, never returned).
+  virtual StatusOr<TuningRecord> find(const std::string& key) = 0;
+  // Inserts or replaces the record under record.key().
+  virtual Status put(const TuningRecord& record) = 0;
+  virtual Status erase(const std::string& key) = 0;
+  // Every intact record; bad rows are skipped and counted in *skipped when given.
+  virtual StatusOr<std::vector<TuningRecord>> list(int64_t* skipped = nullptr) = 0;
+  virtual StatusOr<DbVerifyReport> verify() = 0;
+  virtual StatusOr<int64_t> prune(const PruneFilter& filter) = 0;  // returns rows removed
+  // JSON document {"format":"convplan-tuning","version":1,"records":[...]}.
+  virtual StatusOr<std::string> export_json() = 0;
+  // Inserts every record of such a document; returns how many. With keep_existing, records
+  // already present win (merge); otherwise the imported ones do.
+  virtual StatusOr<int64_t> import_json(std::string_view json, bool keep_existing) = 0;
+  virtual int64_t skipped_records() const = 0;  // bad rows met so far by find() and list()
+};
+
+}  // namespace convplan

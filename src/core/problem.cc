@@ -1,0 +1,145 @@
+// Geometry of a ConvProblem: output size, tensor shapes in each layout, work and traffic.
+#include "convplan/problem.h"
+
+namespace convplan {
+namespace {
+
+// Packed strides for logical dims (N, C, spatial...) in channels-first or channels-last order.
+TensorStrides packed_strides(const TensorShape& s, Layout layout) {
+  TensorStrides st{};
+  if (layout == Layout::kChannelsLast) {
+    int64_t acc = 1;
+    st[1] = acc;
+    acc *= s.dims[1];
+    for (int d = s.rank - 1; d >= 2; --d) {
+      st[d] = acc;
+      acc *= s.dims[d];
+    }
+    st[0] = acc;
+  } else {
+    int64_t acc = 1;
+    for (int d = s.rank - 1; d >= 0; --d) {
+      st[d] = acc;
+      acc *= s.dims[d];
+    }
+  }
+  return st;
+}
+
+TensorShape make_shape(const ConvProblem& p, int64_t outer, int64_t channels,
+                       const SpatialDims& spatial, const TensorStrides& explicit_strides) {
+  TensorShape s;
+  s.rank = p.spatial_dims + 2;
+  s.dims[0] = outer;
+  s.dims[1] = channels;
+  for (int d = 0; d < p.spatial_dims; ++d) s.dims[2 + d] = spatial[d];
+  s.strides = p.layout == Layout::kExplicit ? explicit_strides : packed_strides(s, p.layout);
+  return s;
+}
+
+}  // namespace
+
+const char* to_string(Direction d) {
+  switch (d) {
+    case Direction::kForward: return "fwd";
+    case Direction::kBackwardData: return "bwd_data";
+    case Direction::kBackwardFilter: return "bwd_filter";
+  }
+  return "?";
+}
+
+const char* to_string(DataType t) {
+  switch (t) {
+    case DataType::kFloat: return "f32";
+    case DataType::kHalf: return "f16";
+    case DataType::kBFloat16: return "bf16";
+    case DataType::kDouble: return "f64";
+  }
+  return "?";
+}
+
+const char* to_string(Layout l) {
+  switch (l) {
+    case Layout::kChannelsFirst: return "nchw";
+    case Layout::kChannelsLast: return "nhwc";
+    case Layout::kExplicit: return "explicit";
+  }
+  return "?";
+}
+
+int64_t size_of(DataType t) {
+  switch (t) {
+    case DataType::kFloat: return 4;
+    case DataType::kHalf:
+    case DataType::kBFloat16: return 2;
+    case DataType::kDouble: return 8;
+  }
+  return 0;
+}
+
+DataType default_compute_type(DataType t) {
+  return t == DataType::kDouble ? DataType::kDouble : DataType::kFloat;
+}
+
+int64_t TensorShape::elements() const {
+  int64_t e = 1;
+  for (int d = 0; d < rank; ++d) e *= dims[d];
+  return e;
+}
+
+int64_t TensorShape::span_elements() const {
+  int64_t last = 0;
+  for (int d = 0; d < rank; ++d) {
+    if (dims[d] == 0) return 0;
+    last += (dims[d] - 1) * strides[d];
+  }
+  return last + 1;
+}
+
+ConvProblem ConvProblem::with_data_type(ConvProblem p, DataType t) {
+  p.data_type = t;
+  p.compute_type = default_compute_type(t);
+  return p;
+}
+
+SpatialDims ConvProblem::output() const {
+  SpatialDims out{1, 1, 1};
+  for (int d = 0; d < spatial_dims; ++d) {
+    const int64_t span = input[d] + pad_before[d] + pad_after[d] - dilation[d] * (filter[d] - 1) - 1;
+    out[d] = span < 0 ? 0 : span / stride[d] + 1;
+  }
+  return out;
+}
+
+TensorShape ConvProblem::x_shape() const { return make_shape(*this, n, c, input, x_strides); }
+TensorShape ConvProblem::w_shape() const {
+  return make_shape(*this, k, groups > 0 ? c / groups : 0, filter, w_strides);
+}
+TensorShape ConvProblem::y_shape() const { return make_shape(*this, n, k, output(), y_strides); }
+
+char ConvProblem::output_tensor() const {
+  switch (direction) {
+    case Direction::kForward: return 'y';
+    case Direction::kBackwardData: return 'x';
+    case Direction::kBackwardFilter: return 'w';
+  }
+  return 'y';
+}
+
+double ConvProblem::flops() const {
+  // Each output element of each output channel sums (c / groups) * prod(filter) products.
+  double macs = static_cast<double>(y_shape().elements()) * static_cast<double>(c / groups);
+  for (int d = 0; d < spatial_dims; ++d) macs *= static_cast<double>(filter[d]);
+  return 2.0 * macs;
+}
+
+double ConvProblem::min_bytes() const {
+  const double e = static_cast<double>(size_of(data_type));
+  const double xs = static_cast<double>(x_shape().elements());
+  const double ws = static_cast<double>(w_shape().elements());
+  const double ys = static_cast<double>(y_shape().elements());
+  const double out = output_tensor() == 'x' ? xs : output_tensor() == 'w' ? ws : ys;
+  return e * (xs + ws + ys + (beta != 0.0 ? out : 0.0));
+}
+
+}  // namespace convplan
