@@ -20,6 +20,16 @@ namespace convplan {
 Status reference_convolution(const ConvProblem& problem, std::vector<double>& x,
                              std::vector<double>& w, std::vector<double>& y);
 
+// The same convolution at chosen elements of the output tensor only, for problems too large for a
+// full reference: out[i] = the value of the output element at offset offsets[i] (in elements,
+// in the output tensor's layout) after the convolution. x, w and y are host buffers of the
+// problem's data type and layout; the output tensor's buffer supplies the old value for beta.
+// Cost per element: the products that make it (c/groups * filter for fwd, k/groups * filter for
+// bwd_data, n * output size for bwd_filter). REQUIRES: problem.validate().ok().
+Status reference_convolution_at(const ConvProblem& problem, const void* x, const void* w,
+                                const void* y, const std::vector<int64_t>& offsets,
+                                std::vector<double>& out);
+
 // Conversions between doubles and the problem's data type in host memory (fp16 and bf16 with
 // round-to-nearest-even), for filling device buffers and reading them back.
 void to_data_type(DataType t, const double* src, void* dst, int64_t count);

@@ -83,7 +83,8 @@ struct TunePolicy {
 
   // Reads CONVPLAN_TUNE, the variables named above and CONVPLAN_VERBOSE over `base`. A malformed
   // variable is kInvalidArgument naming the variable, its value and the offending part.
-  static StatusOr<TunePolicy> from_environment(TunePolicy base = {});
+  static StatusOr<TunePolicy> from_environment(const TunePolicy& base);
+  static StatusOr<TunePolicy> from_environment();  // over the defaults
 
   // The fields that can change the chosen configuration, canonically, for the cache and
   // database keys (not verbose, not timing repetitions).
