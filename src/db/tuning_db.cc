@@ -1,1 +1,755 @@
-// placeholder: to be written
+// TuningDatabase on SQLite.
+//
+// Schema, version 1:
+//   meta(name TEXT PRIMARY KEY, value TEXT): ('format', 'convplan-tuning'), ('schema_version', '1')
+//   records(key TEXT PRIMARY KEY,          -- TuningRecord::key()
+//           device_model, cudnn_version,  -- cudnn_version from device_model's "cudnnN" part
+//           convplan_version, problem, policy, tuned_at,
+//           record_json TEXT,             -- to_json(record)
+//           checksum TEXT)                -- "fnv1a64:<16 hex digits>" of record_json
+// The columns beside record_json copy fields of the record so that prune() can select on them;
+// a row is trusted only when its checksum matches, its JSON parses, the record's key() equals
+// the row's key and the copied columns equal the record's fields.
+//
+// Opening: under an flock on "<path>.lock" (so one process at a time checks and repairs), the
+// file is created 0600 if missing, opened, and checked with PRAGMA quick_check and the meta
+// table. A damaged file is moved to "<path>.corrupt-<unix time>"; a file of another format or
+// schema version to "<path>.incompatible-<unix time>"; either is replaced by a new database.
+// Then WAL (or, on a network file system, a rollback journal), synchronous=FULL (a put() that
+// returned survives a crash of the process and of the machine), and a 10 s busy timeout.
+//
+// Writing: every put / erase / prune / import is one BEGIN IMMEDIATE transaction, retried when
+// SQLite still reports the database busy after the timeout.
+#include "convplan/tuning_db.h"
+
+#include <pwd.h>
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <mutex>
+#include <optional>
+#include <string_view>
+#include <thread>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+#include "db/db_files.h"
+#include "db/sqlite_handle.h"
+
+#if defined(__clang__)
+#define CONVPLAN_DB_GUARDED_BY(x) __attribute__((guarded_by(x)))
+#else
+#define CONVPLAN_DB_GUARDED_BY(x)
+#endif
+
+namespace convplan {
+namespace {
+
+using detail::SqliteConnection;
+using detail::SqliteStatement;
+using detail::sqlite_busy;
+using detail::sqlite_status;
+
+constexpr const char kFormatName[] = "convplan-tuning";
+constexpr int kSchemaVersion = 1;
+constexpr int kBusyTimeoutMs = 10000;
+constexpr int kBusyRetries = 3;        // further attempts after a busy timeout ran out
+constexpr int kOpenLockWaitMs = 30000;
+
+constexpr const char kCreateSchema[] = R"sql(
+CREATE TABLE IF NOT EXISTS meta(name TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL);
+INSERT OR IGNORE INTO meta(name, value) VALUES('format', 'convplan-tuning');
+INSERT OR IGNORE INTO meta(name, value) VALUES('schema_version', '1');
+CREATE TABLE IF NOT EXISTS records(
+  key TEXT PRIMARY KEY NOT NULL,
+  device_model TEXT NOT NULL,
+  cudnn_version INTEGER,
+  convplan_version TEXT NOT NULL,
+  problem TEXT NOT NULL,
+  policy TEXT NOT NULL,
+  tuned_at INTEGER NOT NULL,
+  record_json TEXT NOT NULL,
+  checksum TEXT NOT NULL);
+)sql";
+
+// The columns every reading query selects, in this order (see read_row).
+#define CONVPLAN_DB_ROW_COLUMNS \
+  "key, device_model, cudnn_version, convplan_version, problem, policy, tuned_at, record_json, checksum"
+
+constexpr const char kFindSql[] = "SELECT " CONVPLAN_DB_ROW_COLUMNS " FROM records WHERE key = ?1";
+constexpr const char kListSql[] = "SELECT " CONVPLAN_DB_ROW_COLUMNS " FROM records ORDER BY key";
+constexpr const char kVerifySql[] =
+    "SELECT " CONVPLAN_DB_ROW_COLUMNS ", rowid FROM records ORDER BY rowid";
+constexpr const char kUpsertSql[] =
+    "INSERT INTO records(key, device_model, cudnn_version, convplan_version, problem, policy, "
+    "tuned_at, record_json, checksum) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) "
+    "ON CONFLICT(key) DO UPDATE SET device_model = excluded.device_model, "
+    "cudnn_version = excluded.cudnn_version, convplan_version = excluded.convplan_version, "
+    "problem = excluded.problem, policy = excluded.policy, tuned_at = excluded.tuned_at, "
+    "record_json = excluded.record_json, checksum = excluded.checksum";
+constexpr const char kEraseSql[] = "DELETE FROM records WHERE key = ?1";
+
+void warn(const std::string& message) {
+  std::fprintf(stderr, "convplan: %s\n", message.c_str());
+}
+
+std::string checksum_of(std::string_view text) {
+  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a, 64 bits
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 0x100000001b3ull;
+  }
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  return std::string("fnv1a64:") + hex;
+}
+
+// The cuDNN version in a DeviceInfo::model_key() ("...|cudnn91900"), if it has one.
+std::optional<int64_t> cudnn_version_of(std::string_view device_model) {
+  size_t pos = device_model.rfind("|cudnn");
+  if (pos == std::string_view::npos) return std::nullopt;
+  std::string_view digits = device_model.substr(pos + 6);
+  if (digits.empty() || digits.size() > 12) return std::nullopt;
+  int64_t v = 0;
+  for (char c : digits) {
+    if (c < '0' || c > '9') return std::nullopt;
+    v = v * 10 + (c - '0');
+  }
+  return v;
+}
+
+// One row of the records table as read.
+struct Row {
+  std::string key;
+  std::string device_model;
+  std::optional<int64_t> cudnn_version;
+  std::string convplan_version;
+  std::string problem;
+  std::string policy;
+  int64_t tuned_at = 0;
+  std::string json;
+  std::string checksum;
+};
+
+Row read_row(const SqliteStatement& s) {
+  Row r;
+  r.key = s.column_text(0);
+  r.device_model = s.column_text(1);
+  if (!s.column_is_null(2)) r.cudnn_version = s.column_int64(2);
+  r.convplan_version = s.column_text(3);
+  r.problem = s.column_text(4);
+  r.policy = s.column_text(5);
+  r.tuned_at = s.column_int64(6);
+  r.json = s.column_text(7);
+  r.checksum = s.column_text(8);
+  return r;
+}
+
+// The record a row holds, or kCorruptData saying why it cannot be trusted.
+StatusOr<TuningRecord> decode_row(const Row& row) {
+  auto bad = [&](const std::string& why) { return corrupt_data("record '" + row.key + "': " + why); };
+  const std::string computed = checksum_of(row.json);
+  if (row.checksum != computed)
+    return bad("checksum mismatch (stored '" + row.checksum + "', contents give '" + computed + "')");
+  StatusOr<TuningRecord> parsed = tuning_record_from_json(row.json);
+  if (!parsed.ok()) return bad(parsed.status().message());
+  const TuningRecord& r = *parsed;
+  if (r.key() != row.key) return bad("the record inside has the key '" + r.key() + "'");
+  if (r.device_model != row.device_model) return bad("device_model column differs from the record");
+  if (cudnn_version_of(r.device_model) != row.cudnn_version)
+    return bad("cudnn_version column differs from the record's device_model");
+  if (r.convplan_version != row.convplan_version)
+    return bad("convplan_version column differs from the record");
+  if (r.problem != row.problem) return bad("problem column differs from the record");
+  if (r.policy != row.policy) return bad("policy column differs from the record");
+  if (r.tuned_at_unix != row.tuned_at) return bad("tuned_at column differs from the record");
+  return parsed;
+}
+
+// The JSON to store for `record`, or why it cannot be stored: empty key fields, or key fields
+// that do not survive the JSON form unchanged (invalid UTF-8).
+Status storable_json(const TuningRecord& record, std::string* json) {
+  const std::pair<const char*, const std::string*> parts[] = {
+      {"device_model", &record.device_model},
+      {"problem", &record.problem},
+      {"policy", &record.policy},
+      {"convplan_version", &record.convplan_version}};
+  for (const auto& [name, value] : parts) {
+    if (value->empty()) return invalid_argument(std::string("tuning record: ") + name + " is empty");
+  }
+  *json = to_json(record);
+  if (json->empty()) return out_of_memory("tuning record: serializing to JSON failed");
+  StatusOr<TuningRecord> back = tuning_record_from_json(*json);
+  if (!back.ok()) return internal_error("tuning record does not read back: " + back.status().message());
+  if (back->key() != record.key())
+    return invalid_argument("tuning record: key '" + record.key() +
+                            "' is not valid UTF-8 and would not survive storage");
+  return ok_status();
+}
+
+// Runs a statement between reset()s, so that no statement keeps a read transaction open after
+// its caller is done (an open one would block checkpoints, and writers in rollback mode).
+class StatementRun {
+ public:
+  explicit StatementRun(SqliteStatement& s) : s_(s) { s_.rewind(); }
+  ~StatementRun() { s_.rewind(); }
+  StatementRun(const StatementRun&) = delete;
+  StatementRun& operator=(const StatementRun&) = delete;
+
+ private:
+  SqliteStatement& s_;
+};
+
+class SqliteTuningDatabase final : public TuningDatabase {
+ public:
+  // REQUIRES: !path.empty() and not an in-memory name.
+  static StatusOr<std::unique_ptr<TuningDatabase>> open_file(const std::string& path);
+  static StatusOr<std::unique_ptr<TuningDatabase>> open_memory();
+
+  const DbOpenReport& report() const override { return report_; }
+  StatusOr<TuningRecord> find(const std::string& key) override;
+  Status put(const TuningRecord& record) override;
+  Status erase(const std::string& key) override;
+  StatusOr<std::vector<TuningRecord>> list(int64_t* skipped) override;
+  StatusOr<DbVerifyReport> verify() override;
+  StatusOr<int64_t> prune(const PruneFilter& filter) override;
+  StatusOr<std::string> export_json() override;
+  StatusOr<int64_t> import_json(std::string_view json, bool keep_existing) override;
+  int64_t skipped_records() const override { return skipped_.load(std::memory_order_relaxed); }
+
+ private:
+  enum class FileState { kGood, kFresh, kDamaged, kIncompatible };
+  struct Check {
+    FileState state = FileState::kGood;
+    std::string reason;  // for kDamaged and kIncompatible
+  };
+
+  // Opens the connection on path_ and says what the file holds. A non-ok Status is a failure
+  // that moving the file aside would not mend (permissions, I/O).
+  StatusOr<Check> open_and_check();
+  Status configure_journal(const std::string& network_fs);
+  Status create_schema();
+  int prepare_statements();
+  void close_connection();
+
+  Status error(int rc, const std::string& what) const {
+    return sqlite_status(db_.get(), rc, "tuning database " + label() + ": " + what);
+  }
+  // SQLite's name for `rc`, and its message for the last call when that says more.
+  std::string describe(int rc) const {
+    std::string text = sqlite3_errstr(rc);
+    std::string last = db_.last_message();
+    if (last != text && last != "not an error") text += ": " + last;
+    return text;
+  }
+  std::string label() const { return path_.empty() ? "(in memory)" : "'" + path_ + "'"; }
+
+  // Runs `body` (which returns a SQLite result code and may be run again) in one BEGIN
+  // IMMEDIATE transaction, retrying while the database stays busy.
+  // REQUIRES: mu_ held.
+  template <typename Body>
+  Status write_transaction(const std::string& what, Body&& body);
+  // Inserts or replaces `record` (already serialized as `json`). With keep_existing, an intact
+  // row under the same key is kept and *written is false. REQUIRES: mu_ held, in a transaction.
+  int upsert(const TuningRecord& record, const std::string& json, bool keep_existing, bool* written);
+  // Reads every row of `stmt` (a kListSql-shaped query). REQUIRES: mu_ held.
+  int read_rows(SqliteStatement& stmt, std::vector<Row>* rows);
+
+  std::string path_;  // "" for in-memory; immutable after open
+  DbOpenReport report_;
+  std::atomic<int64_t> skipped_{0};
+
+  mutable std::mutex mu_;
+  // Declared before the statements so that they are finalized first.
+  SqliteConnection db_ CONVPLAN_DB_GUARDED_BY(mu_);
+  SqliteStatement find_ CONVPLAN_DB_GUARDED_BY(mu_);
+  SqliteStatement list_ CONVPLAN_DB_GUARDED_BY(mu_);
+  SqliteStatement upsert_ CONVPLAN_DB_GUARDED_BY(mu_);
+  SqliteStatement erase_ CONVPLAN_DB_GUARDED_BY(mu_);
+};
+
+void SqliteTuningDatabase::close_connection() {
+  find_ = SqliteStatement();
+  list_ = SqliteStatement();
+  upsert_ = SqliteStatement();
+  erase_ = SqliteStatement();
+  db_.close();
+}
+
+int SqliteTuningDatabase::prepare_statements() {
+  int rc = db_.prepare(kFindSql, &find_);
+  if (rc == SQLITE_OK) rc = db_.prepare(kListSql, &list_);
+  if (rc == SQLITE_OK) rc = db_.prepare(kUpsertSql, &upsert_);
+  if (rc == SQLITE_OK) rc = db_.prepare(kEraseSql, &erase_);
+  return rc;
+}
+
+StatusOr<SqliteTuningDatabase::Check> SqliteTuningDatabase::open_and_check() {
+  std::string message;
+  int rc = db_.open(path_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, &message);
+  if (rc != SQLITE_OK) {
+    return sqlite_status(nullptr, rc, "tuning database " + label() + ": cannot open: " + message);
+  }
+  sqlite3_busy_timeout(db_.get(), kBusyTimeoutMs);
+
+  auto damaged = [](std::string why) { return Check{FileState::kDamaged, std::move(why)}; };
+  auto incompatible = [](std::string why) { return Check{FileState::kIncompatible, std::move(why)}; };
+  auto is_damage = [](int code) {
+    return (code & 0xff) == SQLITE_NOTADB || (code & 0xff) == SQLITE_CORRUPT;
+  };
+
+  // quick_check reads every page: it finds a file that is not a database, a truncated one and
+  // damaged b-trees. Up to 5 of its complaints go into the reason.
+  SqliteStatement check;
+  rc = db_.prepare("PRAGMA quick_check(5)", &check);
+  std::string complaints;
+  if (rc == SQLITE_OK) {
+    while ((rc = check.step()) == SQLITE_ROW) {
+      std::string line = check.column_text(0);
+      if (line == "ok") continue;
+      if (!complaints.empty()) complaints += "; ";
+      complaints += line;
+    }
+    if (rc == SQLITE_DONE) rc = SQLITE_OK;
+  }
+  if (is_damage(rc)) return damaged(describe(rc));
+  if (rc != SQLITE_OK) return error(rc, "quick_check");
+  check = SqliteStatement();
+  if (!complaints.empty()) return damaged("quick_check: " + complaints);
+
+  SqliteStatement tables;
+  rc = db_.prepare("SELECT count(*) FROM sqlite_schema", &tables);
+  if (rc == SQLITE_OK) rc = tables.step();
+  if (is_damage(rc)) return damaged(describe(rc));
+  if (rc != SQLITE_ROW) return error(rc, "reading the schema");
+  const int64_t table_count = tables.column_int64(0);
+  tables = SqliteStatement();
+  if (table_count == 0) return Check{FileState::kFresh, ""};
+
+  SqliteStatement meta;
+  rc = db_.prepare("SELECT name, value FROM meta", &meta);
+  if (rc != SQLITE_OK) {
+    if (is_damage(rc)) return damaged(db_.last_message());
+    return incompatible("not a convplan tuning database (no meta table: " + db_.last_message() + ")");
+  }
+  std::optional<std::string> format, version;
+  while ((rc = meta.step()) == SQLITE_ROW) {
+    std::string name = meta.column_text(0);
+    if (name == "format") format = meta.column_text(1);
+    if (name == "schema_version") version = meta.column_text(1);
+  }
+  if (is_damage(rc)) return damaged(db_.last_message());
+  if (rc != SQLITE_DONE) return error(rc, "reading the meta table");
+  meta = SqliteStatement();
+  if (format != kFormatName) {
+    return incompatible("not a convplan tuning database (meta format='" + format.value_or("") +
+                        "', expected '" + kFormatName + "')");
+  }
+  if (version != std::to_string(kSchemaVersion)) {
+    return incompatible("schema version '" + version.value_or("") + "', this library (convplan " +
+                        convplan_version() + ") reads version " + std::to_string(kSchemaVersion));
+  }
+  rc = prepare_statements();
+  if (rc != SQLITE_OK) {
+    if (is_damage(rc)) return damaged(db_.last_message());
+    return incompatible("records table does not have schema version 1's columns (" +
+                        db_.last_message() + ")");
+  }
+  return Check{FileState::kGood, ""};
+}
+
+Status SqliteTuningDatabase::configure_journal(const std::string& network_fs) {
+  const char* wanted = network_fs.empty() ? "wal" : "delete";
+  SqliteStatement mode;
+  int rc = db_.prepare(network_fs.empty() ? "PRAGMA journal_mode=WAL" : "PRAGMA journal_mode=DELETE",
+                       &mode);
+  std::string got;
+  if (rc == SQLITE_OK && (rc = mode.step()) == SQLITE_ROW) {
+    got = mode.column_text(0);
+    rc = SQLITE_OK;
+  }
+  mode = SqliteStatement();
+  std::string note;
+  if (!network_fs.empty()) {
+    note = "the file is on a network file system (" + network_fs +
+           "): using a rollback journal, not WAL";
+  }
+  if (rc != SQLITE_OK || got != wanted) {
+    if (!note.empty()) note += "; ";
+    note += std::string("journal_mode=") + wanted + " was refused (" +
+            (rc != SQLITE_OK ? describe(rc)
+                             : "mode is '" + got + "'") +
+            ")";
+  }
+  report_.wal = (got == "wal");
+  if (!note.empty()) {
+    if (!report_.reason.empty()) report_.reason += "; ";
+    report_.reason += note;
+    static std::atomic<bool> told{false};  // once per process, however many opens
+    if (!told.exchange(true)) warn("tuning database '" + path_ + "': " + note);
+  }
+  // A put() that returned survives a crash of the process (and, with FULL, of the machine).
+  rc = db_.exec("PRAGMA synchronous=FULL");
+  if (rc != SQLITE_OK) return error(rc, "PRAGMA synchronous=FULL");
+  return ok_status();
+}
+
+Status SqliteTuningDatabase::create_schema() {
+  int rc = db_.exec("BEGIN IMMEDIATE");
+  if (rc != SQLITE_OK) return error(rc, "BEGIN (creating the schema)");
+  rc = db_.exec(kCreateSchema);
+  if (rc == SQLITE_OK) rc = db_.exec("COMMIT");
+  if (rc != SQLITE_OK) {
+    Status s = error(rc, "creating the schema");
+    db_.exec("ROLLBACK");
+    return s;
+  }
+  return ok_status();
+}
+
+StatusOr<std::unique_ptr<TuningDatabase>> SqliteTuningDatabase::open_memory() {
+  auto self = std::make_unique<SqliteTuningDatabase>();
+  std::string message;
+  int rc = self->db_.open(":memory:", SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                          &message);
+  if (rc != SQLITE_OK) return sqlite_status(nullptr, rc, "in-memory tuning database: " + message);
+  self->report_.reason = "in-memory database: records last as long as this object";
+  CONVPLAN_RETURN_IF_ERROR(self->create_schema());
+  rc = self->prepare_statements();
+  if (rc != SQLITE_OK) return self->error(rc, "preparing statements");
+  return std::unique_ptr<TuningDatabase>(std::move(self));
+}
+
+StatusOr<std::unique_ptr<TuningDatabase>> SqliteTuningDatabase::open_file(const std::string& path) {
+  auto self = std::make_unique<SqliteTuningDatabase>();
+  self->path_ = path;
+  self->report_.path = path;
+  CONVPLAN_RETURN_IF_ERROR(detail::make_private_folders(path));
+  const std::string network_fs = detail::network_file_system_name(detail::parent_folder(path));
+  // Held until open returns: checking, moving aside and creating are one step for other processes.
+  detail::OpenLock lock(path, kOpenLockWaitMs);
+
+  FileState state = FileState::kGood;
+  for (int attempt = 0;; ++attempt) {
+    CONVPLAN_RETURN_IF_ERROR(detail::create_private_file(path));
+    CONVPLAN_ASSIGN_OR_RETURN(Check check, self->open_and_check());
+    state = check.state;
+    if (state == FileState::kGood || state == FileState::kFresh) break;
+    self->close_connection();
+    if (attempt > 0) {
+      return corrupt_data("tuning database '" + path + "': a new database made there is unusable: " +
+                          check.reason);
+    }
+    const bool damaged = state == FileState::kDamaged;
+    CONVPLAN_ASSIGN_OR_RETURN(std::string aside,
+                              detail::move_aside(path, damaged ? "corrupt" : "incompatible"));
+    self->report_.moved_aside = aside;
+    self->report_.reason = (damaged ? "damaged: " : "") + check.reason;
+    warn("tuning database '" + path + "' " + (damaged ? "is damaged" : "is unusable") + " (" +
+         check.reason + "); moved it aside to '" + aside + "' and started a new one");
+  }
+  CONVPLAN_RETURN_IF_ERROR(self->configure_journal(network_fs));
+  if (state == FileState::kFresh) {
+    CONVPLAN_RETURN_IF_ERROR(self->create_schema());
+    int rc = self->prepare_statements();
+    if (rc != SQLITE_OK) return self->error(rc, "preparing statements");
+  }
+  return std::unique_ptr<TuningDatabase>(std::move(self));
+}
+
+template <typename Body>
+Status SqliteTuningDatabase::write_transaction(const std::string& what, Body&& body) {
+  for (int attempt = 0;; ++attempt) {
+    int rc = db_.exec("BEGIN IMMEDIATE");
+    if (rc == SQLITE_OK) {
+      rc = body();
+      if (rc == SQLITE_OK) rc = db_.exec("COMMIT");
+      if (rc == SQLITE_OK) return ok_status();
+    }
+    Status failed = error(rc, what);
+    if (!sqlite3_get_autocommit(db_.get())) db_.exec("ROLLBACK");
+    if (!sqlite_busy(rc) || attempt >= kBusyRetries) return failed;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10 * (attempt + 1)));
+  }
+}
+
+int SqliteTuningDatabase::upsert(const TuningRecord& record, const std::string& json,
+                                 bool keep_existing, bool* written) {
+  *written = false;
+  const std::string key = record.key();
+  if (keep_existing) {
+    StatementRun run(find_);
+    find_.bind_text(1, key);
+    int rc = find_.step();
+    if (rc == SQLITE_ROW) {
+      if (decode_row(read_row(find_)).ok()) return SQLITE_OK;  // an intact record wins
+    } else if (rc != SQLITE_DONE) {
+      return rc;
+    }
+  }
+  StatementRun run(upsert_);
+  upsert_.bind_text(1, key);
+  upsert_.bind_text(2, record.device_model);
+  if (std::optional<int64_t> v = cudnn_version_of(record.device_model)) {
+    upsert_.bind_int64(3, *v);
+  } else {
+    upsert_.bind_null(3);
+  }
+  upsert_.bind_text(4, record.convplan_version);
+  upsert_.bind_text(5, record.problem);
+  upsert_.bind_text(6, record.policy);
+  upsert_.bind_int64(7, record.tuned_at_unix);
+  upsert_.bind_text(8, json);
+  upsert_.bind_text(9, checksum_of(json));
+  int rc = upsert_.step();
+  if (rc != SQLITE_DONE) return rc;
+  *written = true;
+  return SQLITE_OK;
+}
+
+int SqliteTuningDatabase::read_rows(SqliteStatement& stmt, std::vector<Row>* rows) {
+  rows->clear();
+  StatementRun run(stmt);
+  int rc;
+  while ((rc = stmt.step()) == SQLITE_ROW) rows->push_back(read_row(stmt));
+  return rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+StatusOr<TuningRecord> SqliteTuningDatabase::find(const std::string& key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (int attempt = 0;; ++attempt) {
+    StatementRun run(find_);
+    find_.bind_text(1, key);
+    int rc = find_.step();
+    if (rc == SQLITE_DONE) return not_found("tuning database " + label() + ": no record under '" + key + "'");
+    if (rc == SQLITE_ROW) {
+      StatusOr<TuningRecord> record = decode_row(read_row(find_));
+      if (!record.ok()) {
+        skipped_.fetch_add(1, std::memory_order_relaxed);
+        return record.status().with_context("tuning database " + label());
+      }
+      return record;
+    }
+    if (!sqlite_busy(rc) || attempt >= kBusyRetries) return error(rc, "find '" + key + "'");
+  }
+}
+
+Status SqliteTuningDatabase::put(const TuningRecord& record) {
+  std::string json;
+  CONVPLAN_RETURN_IF_ERROR(storable_json(record, &json));
+  std::lock_guard<std::mutex> lock(mu_);
+  return write_transaction("put '" + record.key() + "'", [&] {
+    bool written = false;
+    return upsert(record, json, /*keep_existing=*/false, &written);
+  });
+}
+
+Status SqliteTuningDatabase::erase(const std::string& key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return write_transaction("erase '" + key + "'", [&] {
+    StatementRun run(erase_);
+    erase_.bind_text(1, key);
+    int rc = erase_.step();
+    return rc == SQLITE_DONE ? SQLITE_OK : rc;
+  });
+}
+
+StatusOr<std::vector<TuningRecord>> SqliteTuningDatabase::list(int64_t* skipped) {
+  std::vector<Row> rows;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (int attempt = 0;; ++attempt) {
+      int rc = read_rows(list_, &rows);
+      if (rc == SQLITE_OK) break;
+      if (!sqlite_busy(rc) || attempt >= kBusyRetries) return error(rc, "list");
+    }
+  }
+  std::vector<TuningRecord> records;
+  records.reserve(rows.size());
+  int64_t bad = 0;
+  for (const Row& row : rows) {
+    StatusOr<TuningRecord> record = decode_row(row);
+    if (record.ok()) {
+      records.push_back(std::move(record).value());
+    } else {
+      ++bad;
+    }
+  }
+  skipped_.fetch_add(bad, std::memory_order_relaxed);
+  if (skipped != nullptr) *skipped = bad;
+  return records;
+}
+
+StatusOr<DbVerifyReport> SqliteTuningDatabase::verify() {
+  DbVerifyReport report;
+  std::lock_guard<std::mutex> lock(mu_);
+  {
+    SqliteStatement check;
+    int rc = db_.prepare("PRAGMA integrity_check(100)", &check);
+    if (rc == SQLITE_OK) {
+      while ((rc = check.step()) == SQLITE_ROW) {
+        std::string line = check.column_text(0);
+        if (line != "ok") report.problems.push_back("database: " + line);
+      }
+    }
+    if (rc != SQLITE_DONE) {
+      if ((rc & 0xff) != SQLITE_CORRUPT && (rc & 0xff) != SQLITE_NOTADB)
+        return error(rc, "integrity_check");
+      report.problems.push_back("database: integrity_check failed: " + describe(rc));
+    }
+  }
+  SqliteStatement rows;
+  int rc = db_.prepare(kVerifySql, &rows);
+  if (rc != SQLITE_OK) return error(rc, "verify");
+  while ((rc = rows.step()) == SQLITE_ROW) {
+    ++report.records;
+    Row row = read_row(rows);
+    StatusOr<TuningRecord> record = decode_row(row);
+    if (record.ok()) {
+      ++report.valid;
+    } else if (row.key.empty()) {
+      report.problems.push_back("rowid " + std::to_string(rows.column_int64(9)) + ": " +
+                                record.status().message());
+    } else {
+      report.problems.push_back(record.status().message());
+    }
+  }
+  if (rc != SQLITE_DONE) {
+    if ((rc & 0xff) != SQLITE_CORRUPT && (rc & 0xff) != SQLITE_NOTADB) return error(rc, "verify");
+    report.problems.push_back(std::string("records table: reading stopped after ") +
+                              std::to_string(report.records) + " rows: " + describe(rc));
+  }
+  return report;
+}
+
+StatusOr<int64_t> SqliteTuningDatabase::prune(const PruneFilter& filter) {
+  std::string sql = "DELETE FROM records WHERE 1";
+  if (filter.older_than_unix) sql += " AND tuned_at < ?1";
+  if (filter.device_model) sql += " AND device_model = ?2";
+  if (filter.cudnn_version) sql += " AND cudnn_version = ?3";
+  std::lock_guard<std::mutex> lock(mu_);
+  SqliteStatement stmt;
+  int rc = db_.prepare(sql, &stmt);
+  if (rc != SQLITE_OK) return error(rc, "prune");
+  int64_t removed = 0;
+  CONVPLAN_RETURN_IF_ERROR(write_transaction("prune", [&] {
+    StatementRun run(stmt);
+    if (filter.older_than_unix) stmt.bind_int64(1, *filter.older_than_unix);
+    if (filter.device_model) stmt.bind_text(2, *filter.device_model);
+    if (filter.cudnn_version) stmt.bind_int64(3, *filter.cudnn_version);
+    int step = stmt.step();
+    if (step != SQLITE_DONE) return step;
+    removed = sqlite3_changes64(db_.get());
+    return SQLITE_OK;
+  }));
+  return removed;
+}
+
+StatusOr<std::string> SqliteTuningDatabase::export_json() {
+  CONVPLAN_ASSIGN_OR_RETURN(std::vector<TuningRecord> records, list(nullptr));
+  // One record per line: greppable and diffable, and still one JSON document.
+  std::string out = std::string("{\"format\":\"") + kFormatName + "\",\"version\":1,\"records\":[";
+  for (size_t i = 0; i < records.size(); ++i) {
+    out += i == 0 ? "\n" : ",\n";
+    out += to_json(records[i]);
+  }
+  out += records.empty() ? "]}\n" : "\n]}\n";
+  return out;
+}
+
+StatusOr<int64_t> SqliteTuningDatabase::import_json(std::string_view json, bool keep_existing) {
+  using Json = nlohmann::json;
+  struct Item {
+    TuningRecord record;
+    std::string json;
+  };
+  std::vector<Item> items;
+  int64_t bad = 0;
+  try {
+    Json doc = Json::parse(json.begin(), json.end());
+    if (!doc.is_object()) return invalid_argument("tuning import: the document is not a JSON object");
+    auto format = doc.find("format");
+    if (format == doc.end() || !format->is_string() || format->get<std::string>() != kFormatName) {
+      return invalid_argument("tuning import: format=" + (format == doc.end() ? "missing" : format->dump()) +
+                              ", expected \"" + kFormatName + "\"");
+    }
+    auto version = doc.find("version");
+    if (version == doc.end() || !version->is_number_integer() || version->get<int64_t>() != 1) {
+      return not_supported("tuning import: version=" + (version == doc.end() ? "missing" : version->dump()) +
+                           ", this library reads version 1");
+    }
+    auto records = doc.find("records");
+    if (records == doc.end() || !records->is_array())
+      return invalid_argument("tuning import: 'records' is missing or not an array");
+    for (size_t i = 0; i < records->size(); ++i) {
+      const std::string text = (*records)[i].dump(-1, ' ', false, Json::error_handler_t::replace);
+      StatusOr<TuningRecord> record = tuning_record_from_json(text);
+      Item item;
+      Status s = record.ok() ? storable_json(*record, &item.json) : record.status();
+      if (!s.ok()) {
+        ++bad;
+        warn("tuning import: records[" + std::to_string(i) + "] skipped: " + s.message());
+        continue;
+      }
+      item.record = std::move(record).value();
+      items.push_back(std::move(item));
+    }
+  } catch (const Json::parse_error& e) {
+    return corrupt_data(std::string("tuning import: not valid JSON: ") + e.what());
+  } catch (const std::exception& e) {
+    return corrupt_data(std::string("tuning import: ") + e.what());
+  }
+  skipped_.fetch_add(bad, std::memory_order_relaxed);
+
+  int64_t written_count = 0;
+  std::lock_guard<std::mutex> lock(mu_);
+  CONVPLAN_RETURN_IF_ERROR(write_transaction("import", [&] {
+    written_count = 0;  // the body may be run again after a busy rollback
+    for (const Item& item : items) {
+      bool written = false;
+      int rc = upsert(item.record, item.json, keep_existing, &written);
+      if (rc != SQLITE_OK) return rc;
+      if (written) ++written_count;
+    }
+    return SQLITE_OK;
+  }));
+  return written_count;
+}
+
+std::string home_folder() {
+  if (const char* home = std::getenv("HOME"); home != nullptr && home[0] != '\0') return home;
+  struct passwd pw;
+  struct passwd* found = nullptr;
+  char buffer[4096];
+  if (getpwuid_r(getuid(), &pw, buffer, sizeof buffer, &found) == 0 && found != nullptr &&
+      found->pw_dir != nullptr && found->pw_dir[0] != '\0') {
+    return found->pw_dir;
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string TuningDatabase::default_path() {
+  if (const char* p = std::getenv("CONVPLAN_DB"); p != nullptr && p[0] != '\0') return p;
+  // The XDG base directory spec ignores a relative XDG_CACHE_HOME.
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x != nullptr && x[0] == '/')
+    return std::string(x) + "/convplan/tuning.db";
+  std::string home = home_folder();
+  if (home.empty()) return "off";  // nowhere private to keep it
+  return home + "/.cache/convplan/tuning.db";
+}
+
+StatusOr<std::unique_ptr<TuningDatabase>> TuningDatabase::open(const std::string& path) {
+  if (path.empty()) return invalid_argument("tuning database path is empty (\"off\" means no file)");
+  if (detail::is_in_memory_path(path)) return SqliteTuningDatabase::open_memory();
+  return SqliteTuningDatabase::open_file(path);
+}
+
+}  // namespace convplan
