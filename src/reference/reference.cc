@@ -1,1 +1,386 @@
-// placeholder: to be written
+// The float64 reference convolution. One loop nest serves all three directions: it walks every
+// (output element, filter tap) pair of the forward relation
+//   y[n, g*Kg+kk, o] += x[n, g*Cg+cc, o*stride - pad_before + r*dilation] * w[g*Kg+kk, cc, r]
+// and accumulates into whichever tensor the direction writes.
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <utility>
+
+#include "convplan/reference.h"
+
+namespace convplan {
+namespace {
+
+// Offset of a logical index (N/K, C, d0, d1, d2) in a tensor; unused spatial dims are index 0.
+struct Indexer {
+  TensorStrides strides{};
+  int rank = 0;
+  int64_t operator()(int64_t a, int64_t b, const int64_t* s) const {
+    int64_t off = a * strides[0] + b * strides[1];
+    for (int d = 2; d < rank; ++d) off += s[d - 2] * strides[d];
+    return off;
+  }
+};
+
+Indexer indexer(const TensorShape& s) { return Indexer{s.strides, s.rank}; }
+
+Status check_size(const char* name, const std::vector<double>& v, const TensorShape& s) {
+  if (static_cast<int64_t>(v.size()) < s.span_elements()) {
+    return invalid_argument(std::string(name) + " holds " + std::to_string(v.size()) +
+                            " elements; the problem needs " + std::to_string(s.span_elements()));
+  }
+  return ok_status();
+}
+
+uint16_t float_to_half_bits(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  const uint32_t sign = (x >> 16) & 0x8000u;
+  const uint32_t exp = (x >> 23) & 0xffu;
+  uint32_t mant = x & 0x7fffffu;
+  if (exp == 0xff) return static_cast<uint16_t>(sign | 0x7c00u | (mant ? 0x200u : 0));
+  int32_t e = static_cast<int32_t>(exp) - 127 + 15;
+  if (e >= 31) return static_cast<uint16_t>(sign | 0x7c00u);  // overflow to inf
+  if (e <= 0) {                                                // subnormal or zero
+    if (e < -10) return static_cast<uint16_t>(sign);
+    mant |= 0x800000u;
+    const int shift = 14 - e;
+    uint32_t half = mant >> shift;
+    const uint32_t rem = mant & ((1u << shift) - 1);
+    const uint32_t mid = 1u << (shift - 1);
+    if (rem > mid || (rem == mid && (half & 1u))) ++half;
+    return static_cast<uint16_t>(sign | half);
+  }
+  uint32_t half = (static_cast<uint32_t>(e) << 10) | (mant >> 13);
+  const uint32_t rem = mant & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (half & 1u))) ++half;  // may carry into the exponent
+  return static_cast<uint16_t>(sign | half);
+}
+
+float half_bits_to_float(uint16_t h) {
+  const uint32_t sign = (static_cast<uint32_t>(h) & 0x8000u) << 16;
+  const uint32_t exp = (h >> 10) & 0x1fu;
+  uint32_t mant = h & 0x3ffu;
+  uint32_t bits;
+  if (exp == 0) {
+    if (mant == 0) {
+      bits = sign;
+    } else {  // subnormal: normalize
+      int e = -1;
+      do {
+        ++e;
+        mant <<= 1;
+      } while ((mant & 0x400u) == 0);
+      bits = sign | (static_cast<uint32_t>(127 - 15 - e) << 23) | ((mant & 0x3ffu) << 13);
+    }
+  } else if (exp == 31) {
+    bits = sign | 0x7f800000u | (mant << 13);
+  } else {
+    bits = sign | ((exp - 15 + 127) << 23) | (mant << 13);
+  }
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+uint16_t float_to_bf16_bits(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);  // NaN
+  const uint32_t lsb = (x >> 16) & 1u;
+  x += 0x7fffu + lsb;
+  return static_cast<uint16_t>(x >> 16);
+}
+
+float bf16_bits_to_float(uint16_t b) {
+  const uint32_t x = static_cast<uint32_t>(b) << 16;
+  float f;
+  std::memcpy(&f, &x, 4);
+  return f;
+}
+
+}  // namespace
+
+Status reference_convolution(const ConvProblem& p, std::vector<double>& x, std::vector<double>& w,
+                             std::vector<double>& y) {
+  CONVPLAN_RETURN_IF_ERROR(p.validate());
+  const TensorShape xs = p.x_shape(), ws = p.w_shape(), ys = p.y_shape();
+  CONVPLAN_RETURN_IF_ERROR(check_size("x", x, xs));
+  CONVPLAN_RETURN_IF_ERROR(check_size("w", w, ws));
+  CONVPLAN_RETURN_IF_ERROR(check_size("y", y, ys));
+  const Indexer xi = indexer(xs), wi = indexer(ws), yi = indexer(ys);
+
+  // The written tensor's accumulator, in its own layout (so strided gaps stay untouched).
+  const char out = p.output_tensor();
+  const TensorShape& os = out == 'x' ? xs : out == 'w' ? ws : ys;
+  std::vector<double>& ov = out == 'x' ? x : out == 'w' ? w : y;
+  std::vector<double> acc(static_cast<size_t>(os.span_elements()), 0.0);
+
+  const int64_t cg = p.c / p.groups, kg = p.k / p.groups;
+  const SpatialDims o = p.output();
+  int64_t od[3] = {1, 1, 1}, fd[3] = {1, 1, 1}, id[3] = {1, 1, 1};
+  for (int d = 0; d < p.spatial_dims; ++d) {
+    od[d] = o[d];
+    fd[d] = p.filter[d];
+    id[d] = p.input[d];
+  }
+  int64_t opos[3], fpos[3], ipos[3];
+  for (int64_t n = 0; n < p.n; ++n)
+    for (int64_t g = 0; g < p.groups; ++g)
+      for (int64_t kk = 0; kk < kg; ++kk) {
+        const int64_t kc = g * kg + kk;
+        for (opos[0] = 0; opos[0] < od[0]; ++opos[0])
+          for (opos[1] = 0; opos[1] < od[1]; ++opos[1])
+            for (opos[2] = 0; opos[2] < od[2]; ++opos[2]) {
+              const int64_t y_off = yi(n, kc, opos);
+              for (fpos[0] = 0; fpos[0] < fd[0]; ++fpos[0])
+                for (fpos[1] = 0; fpos[1] < fd[1]; ++fpos[1])
+                  for (fpos[2] = 0; fpos[2] < fd[2]; ++fpos[2]) {
+                    bool inside = true;
+                    for (int d = 0; d < 3; ++d) {
+                      ipos[d] = d < p.spatial_dims ? opos[d] * p.stride[d] - p.pad_before[d] +
+                                                         fpos[d] * p.dilation[d]
+                                                   : 0;
+                      inside = inside && ipos[d] >= 0 && ipos[d] < id[d];
+                    }
+                    if (!inside) continue;
+                    for (int64_t cc = 0; cc < cg; ++cc) {
+                      const int64_t x_off = xi(n, g * cg + cc, ipos);
+                      const int64_t w_off = wi(kc, cc, fpos);
+                      switch (out) {
+                        case 'y': acc[y_off] += x[x_off] * w[w_off]; break;
+                        case 'x': acc[x_off] += y[y_off] * w[w_off]; break;
+                        default: acc[w_off] += x[x_off] * y[y_off]; break;
+                      }
+                    }
+                  }
+            }
+      }
+
+  // Write alpha * acc + beta * old into every element of the output (not the strided gaps).
+  int64_t idx[kMaxTensorRank] = {0, 0, 0, 0, 0};
+  const Indexer oi = indexer(os);
+  const int64_t total = os.elements();
+  for (int64_t e = 0; e < total; ++e) {
+    int64_t rem = e;
+    for (int d = os.rank - 1; d >= 0; --d) {
+      idx[d] = rem % os.dims[d];
+      rem /= os.dims[d];
+    }
+    int64_t sp[3] = {0, 0, 0};
+    for (int d = 2; d < os.rank; ++d) sp[d - 2] = idx[d];
+    const int64_t off = oi(idx[0], idx[1], sp);
+    const double old = p.beta != 0.0 ? p.beta * ov[off] : 0.0;
+    ov[off] = p.alpha * acc[off] + old;
+  }
+  return ok_status();
+}
+
+// v rounded to float toward zero, with the lowest bit set when that was inexact ("round to
+// odd"): rounding this float to nearest-even fp16 or bf16 gives the same bits as rounding v
+// itself, since float keeps more than two bits beyond either.
+namespace {
+float to_float_round_to_odd(double v) {
+  if (std::isnan(v) || std::isinf(v)) return static_cast<float>(v);
+  float f = static_cast<float>(v);
+  if (std::fabs(static_cast<double>(f)) > std::fabs(v)) f = std::nextafter(f, 0.0f);
+  if (static_cast<double>(f) != v) {
+    uint32_t bits;
+    std::memcpy(&bits, &f, 4);
+    bits |= 1u;
+    std::memcpy(&f, &bits, 4);
+  }
+  return f;
+}
+}  // namespace
+
+void to_data_type(DataType t, const double* src, void* dst, int64_t count) {
+  switch (t) {
+    case DataType::kDouble: std::memcpy(dst, src, static_cast<size_t>(count) * 8); break;
+    case DataType::kFloat: {
+      auto* d = static_cast<float*>(dst);
+      for (int64_t i = 0; i < count; ++i) d[i] = static_cast<float>(src[i]);
+      break;
+    }
+    case DataType::kHalf: {
+      auto* d = static_cast<uint16_t*>(dst);
+      for (int64_t i = 0; i < count; ++i) d[i] = float_to_half_bits(to_float_round_to_odd(src[i]));
+      break;
+    }
+    case DataType::kBFloat16: {
+      auto* d = static_cast<uint16_t*>(dst);
+      for (int64_t i = 0; i < count; ++i) d[i] = float_to_bf16_bits(to_float_round_to_odd(src[i]));
+      break;
+    }
+  }
+}
+
+void from_data_type(DataType t, const void* src, double* dst, int64_t count) {
+  switch (t) {
+    case DataType::kDouble: std::memcpy(dst, src, static_cast<size_t>(count) * 8); break;
+    case DataType::kFloat: {
+      const auto* s = static_cast<const float*>(src);
+      for (int64_t i = 0; i < count; ++i) dst[i] = s[i];
+      break;
+    }
+    case DataType::kHalf: {
+      const auto* s = static_cast<const uint16_t*>(src);
+      for (int64_t i = 0; i < count; ++i) dst[i] = half_bits_to_float(s[i]);
+      break;
+    }
+    case DataType::kBFloat16: {
+      const auto* s = static_cast<const uint16_t*>(src);
+      for (int64_t i = 0; i < count; ++i) dst[i] = bf16_bits_to_float(s[i]);
+      break;
+    }
+  }
+}
+
+double relative_l2_error(const std::vector<double>& a, const std::vector<double>& b) {
+  if (a.size() != b.size()) return std::numeric_limits<double>::infinity();
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double d = a[i] - b[i];
+    num += d * d;
+    den += b[i] * b[i];
+  }
+  if (std::isnan(num)) return std::numeric_limits<double>::infinity();
+  if (den == 0) return num == 0 ? 0.0 : std::numeric_limits<double>::infinity();
+  return std::sqrt(num / den);
+}
+
+double relative_error_tolerance(const ConvProblem& p, NoteSet notes) {
+  switch (p.data_type) {
+    case DataType::kDouble: return 1e-12;
+    case DataType::kHalf:
+    case DataType::kBFloat16: return 1e-2;
+    case DataType::kFloat:
+      return (notes & (kNoteTensorCore | kNoteDownConvertInputs)) != 0 ? 5e-3 : 1e-5;
+  }
+  return 0;
+}
+
+}  // namespace convplan
+
+namespace convplan {
+namespace {
+
+// Reads element `off` of a host buffer of type t.
+double load(DataType t, const void* base, int64_t off) {
+  double v;
+  const char* p = static_cast<const char*>(base) + off * size_of(t);
+  from_data_type(t, p, &v, 1);
+  return v;
+}
+
+// Logical index (d0..d4) of offset `off` in shape s; false when off is in a strided gap.
+bool unravel(const TensorShape& s, int64_t off, int64_t* idx) {
+  // Visit dims from the largest stride down.
+  int order[kMaxTensorRank];
+  for (int d = 0; d < s.rank; ++d) order[d] = d;
+  for (int i = 0; i < s.rank; ++i)
+    for (int j = i + 1; j < s.rank; ++j)
+      if (s.strides[order[j]] > s.strides[order[i]]) std::swap(order[i], order[j]);
+  int64_t rem = off;
+  for (int i = 0; i < s.rank; ++i) {
+    const int d = order[i];
+    if (s.dims[d] == 1) {  // any stride: its index is 0 (and it may tie with a real dimension)
+      idx[d] = 0;
+      continue;
+    }
+    idx[d] = rem / s.strides[d];
+    rem -= idx[d] * s.strides[d];
+    if (idx[d] >= s.dims[d]) return false;
+  }
+  return rem == 0;
+}
+
+}  // namespace
+
+Status reference_convolution_at(const ConvProblem& p, const void* x, const void* w, const void* y,
+                                const std::vector<int64_t>& offsets, std::vector<double>& out) {
+  CONVPLAN_RETURN_IF_ERROR(p.validate());
+  const TensorShape xs = p.x_shape(), ws = p.w_shape(), ys = p.y_shape();
+  const Indexer xi = indexer(xs), wi = indexer(ws), yi = indexer(ys);
+  const DataType t = p.data_type;
+  const char which = p.output_tensor();
+  const TensorShape& os = which == 'x' ? xs : which == 'w' ? ws : ys;
+  const void* old_base = which == 'x' ? x : which == 'w' ? w : y;
+  const int64_t cg = p.c / p.groups, kg = p.k / p.groups;
+  const SpatialDims o = p.output();
+  const int sd = p.spatial_dims;
+  int64_t od[3] = {1, 1, 1}, fd[3] = {1, 1, 1}, id[3] = {1, 1, 1};
+  for (int d = 0; d < sd; ++d) {
+    od[d] = o[d];
+    fd[d] = p.filter[d];
+    id[d] = p.input[d];
+  }
+  out.assign(offsets.size(), 0.0);
+  for (size_t e = 0; e < offsets.size(); ++e) {
+    int64_t idx[kMaxTensorRank] = {0, 0, 0, 0, 0};
+    if (offsets[e] < 0 || offsets[e] >= os.span_elements() || !unravel(os, offsets[e], idx)) {
+      return invalid_argument("offset " + std::to_string(offsets[e]) + " is not an element of " +
+                              std::string(1, which));
+    }
+    const int64_t* sp = idx + 2;
+    double acc = 0;
+    int64_t f[3], q[3], i[3];
+    if (which == 'y') {  // y[n, kc, o] = sum x[n, g*cg+cc, o*s-p+f*d] w[kc, cc, f]
+      const int64_t n = idx[0], kc = idx[1], g = kc / kg;
+      for (f[0] = 0; f[0] < fd[0]; ++f[0])
+        for (f[1] = 0; f[1] < fd[1]; ++f[1])
+          for (f[2] = 0; f[2] < fd[2]; ++f[2]) {
+            bool inside = true;
+            for (int d = 0; d < 3; ++d) {
+              i[d] = d < sd ? sp[d] * p.stride[d] - p.pad_before[d] + f[d] * p.dilation[d] : 0;
+              inside = inside && i[d] >= 0 && i[d] < id[d];
+            }
+            if (!inside) continue;
+            for (int64_t cc = 0; cc < cg; ++cc)
+              acc += load(t, x, xi(n, g * cg + cc, i)) * load(t, w, wi(kc, cc, f));
+          }
+    } else if (which == 'x') {  // dx[n, c, i] = sum over f, kk with o*s = i+p-f*d
+      const int64_t n = idx[0], ch = idx[1], g = ch / cg, cc = ch % cg;
+      for (f[0] = 0; f[0] < fd[0]; ++f[0])
+        for (f[1] = 0; f[1] < fd[1]; ++f[1])
+          for (f[2] = 0; f[2] < fd[2]; ++f[2]) {
+            bool inside = true;
+            for (int d = 0; d < 3; ++d) {
+              if (d >= sd) {
+                q[d] = 0;
+                continue;
+              }
+              const int64_t num = sp[d] + p.pad_before[d] - f[d] * p.dilation[d];
+              inside = inside && num >= 0 && num % p.stride[d] == 0 && num / p.stride[d] < od[d];
+              q[d] = num / p.stride[d];
+            }
+            if (!inside) continue;
+            for (int64_t kk = 0; kk < kg; ++kk) {
+              const int64_t kc = g * kg + kk;
+              acc += load(t, y, yi(n, kc, q)) * load(t, w, wi(kc, cc, f));
+            }
+          }
+    } else {  // dw[kc, cc, f] = sum over n, o of x[n, g*cg+cc, o*s-p+f*d] dy[n, kc, o]
+      const int64_t kc = idx[0], cc = idx[1], g = kc / kg;
+      const int64_t* fp = sp;
+      for (int64_t n = 0; n < p.n; ++n)
+        for (q[0] = 0; q[0] < od[0]; ++q[0])
+          for (q[1] = 0; q[1] < od[1]; ++q[1])
+            for (q[2] = 0; q[2] < od[2]; ++q[2]) {
+              bool inside = true;
+              for (int d = 0; d < 3; ++d) {
+                i[d] = d < sd ? q[d] * p.stride[d] - p.pad_before[d] + fp[d] * p.dilation[d] : 0;
+                inside = inside && i[d] >= 0 && i[d] < id[d];
+              }
+              if (!inside) continue;
+              acc += load(t, x, xi(n, g * cg + cc, i)) * load(t, y, yi(n, kc, q));
+            }
+    }
+    const double old = p.beta != 0.0 ? p.beta * load(t, old_base, offsets[e]) : 0.0;
+    out[e] = p.alpha * acc + old;
+  }
+  return ok_status();
+}
+
+}  // namespace convplan
