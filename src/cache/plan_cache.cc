@@ -1,1 +1,840 @@
-// placeholder: to be written
+// PlanCache: handle-aware plans over shared tuning records.
+//
+// Layout of the state, and who may touch what:
+//   shards_[i]       handle -> HandleState, sharded by the handle's address so that threads on
+//                    different handles take different (shared) locks on the hit path.
+//   HandleState      one per handle: its device, its plans (problem, policy id) -> Entry under its
+//                    own shared mutex, its workspace arena and its hit counter. `in_use` is the
+//                    one-thread-per-handle flag; whoever holds it owns the arena, the hit counter
+//                    and the per-handle policy list.
+//   Entry            (PlanRef::Pin) a plan and an intrusive count: 1 for the map while the entry is
+//                    in it, 1 per PlanRef. Whoever drops the last reference deletes it, so an
+//                    evicted or forgotten plan that a PlanRef still pins lives on until the PlanRef
+//                    dies, and so does the backend (each entry holds it).
+//   records_         record key -> RecordSlot: the single-flight placeholder and then the record.
+//
+// The hit path: shared lock of a shard, an exchange on the handle's in_use flag, shared lock of the
+// handle's map, a lookup with a cheap hash, one increment of the entry's count, relaxed stores of
+// its recency stamp and of the handle's hit counter. No exclusive lock, no string, no allocation,
+// no system call; every cache line it writes belongs to the handle (and thus to one thread), except
+// the shard's lock word when two handles share a shard.
+//
+// Recency: a hit stamps its entry with the current tick; the tick advances at each insertion.
+// Eviction removes the unpinned entries with the smallest stamps, so a plan used since the last
+// insertion is never evicted before one that was not; among plans used between the same two
+// insertions the order is unspecified (ordering them exactly would need a shared counter written
+// by every hit of every thread).
+//
+// Lock order: removal_mu_ -> a shard's mu -> a handle's mu. records_mu_ and a slot's mu are
+// never held while taking another lock. Every removal of an entry from a handle's map holds
+// removal_mu_, so the evictor's pointers from its scan stay valid until it has finished.
+#include "convplan/plan_cache.h"
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cerrno>
+#include <charconv>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <shared_mutex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "cache/plan_key.h"
+
+namespace convplan {
+
+using cache_detail::PlanKey;
+using cache_detail::PlanKeyEqual;
+using cache_detail::PlanKeyHash;
+using cache_detail::PlanKeyView;
+
+// A cached plan. Defined here; PlanRef only holds a pointer.
+struct PlanRef::Pin {
+  Pin(std::shared_ptr<Backend> backend_in, std::unique_ptr<Plan> plan_in, PlanKey key_in)
+      : backend(std::move(backend_in)), plan(std::move(plan_in)), key(std::move(key_in)),
+        host_bytes(plan->host_bytes()) {}
+
+  // Drops one reference; the last one deletes the entry (plan first, then the backend).
+  void unref() {
+    if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+  }
+
+  std::shared_ptr<Backend> backend;  // declared before plan: outlives it
+  std::unique_ptr<Plan> plan;
+  const PlanKey key;
+  const size_t host_bytes;
+  // 1 while in a handle's map + 1 per PlanRef. Incremented only under the handle's shared lock
+  // (from the map), so under its exclusive lock refs == 1 means "in the map and pinned by none".
+  std::atomic<int64_t> refs{1};
+  std::atomic<uint64_t> last_used{0};  // the tick of the last acquire
+};
+
+PlanRef::PlanRef(Plan* plan, Pin* pin, std::shared_ptr<void> owner)
+    : plan_(plan), pin_(pin), owner_(std::move(owner)) {}
+
+PlanRef::PlanRef(PlanRef&& other) noexcept
+    : plan_(other.plan_), pin_(other.pin_), owner_(std::move(other.owner_)) {
+  other.plan_ = nullptr;
+  other.pin_ = nullptr;
+}
+
+PlanRef& PlanRef::operator=(PlanRef&& other) noexcept {
+  if (this != &other) {
+    reset();
+    plan_ = other.plan_;
+    pin_ = other.pin_;
+    owner_ = std::move(other.owner_);
+    other.plan_ = nullptr;
+    other.pin_ = nullptr;
+  }
+  return *this;
+}
+
+PlanRef::~PlanRef() { reset(); }
+
+void PlanRef::reset() noexcept {
+  if (pin_ != nullptr) pin_->unref();
+  pin_ = nullptr;
+  plan_ = nullptr;
+  owner_.reset();
+}
+
+namespace {
+
+constexpr size_t kDefaultCapacity = 10000;
+constexpr size_t kHandleShards = 256;
+// Explicit policies remembered per handle (beyond this the list starts over).
+constexpr size_t kMaxPoliciesPerHandle = 16;
+
+StatusOr<size_t> capacity_from_environment() {
+  const char* text = std::getenv("CONVPLAN_CACHE_CAPACITY");
+  if (text == nullptr || *text == '\0') return kDefaultCapacity;
+  const std::string_view s(text);
+  size_t value = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
+  if (ec == std::errc::result_out_of_range) {
+    return invalid_argument("CONVPLAN_CACHE_CAPACITY='" + std::string(s) + "' is out of range");
+  }
+  if (ec != std::errc() || end != s.data() + s.size()) {
+    return invalid_argument("CONVPLAN_CACHE_CAPACITY='" + std::string(s) +
+                            "' is not a plan count (a non-negative integer)");
+  }
+  return value;
+}
+
+std::string handle_text(cudnnHandle_t handle) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "%p", static_cast<void*>(handle));
+  return buffer;
+}
+
+int64_t elapsed_ns(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() -
+                                                              start)
+      .count();
+}
+
+// A plan built for one call when plans are not cached (capacity 0); PlanRef::owner_ holds it.
+struct UncachedPlan {
+  std::shared_ptr<Backend> backend;  // outlives plan
+  std::unique_ptr<Plan> plan;
+};
+
+}  // namespace
+
+class PlanCache::Impl {
+ public:
+  Impl(PlanCacheOptions options, size_t capacity, TunePolicy policy)
+      : backend_(options.backend),
+        tuner_(options.backend, std::move(options.tuner)),
+        database_(std::move(options.database)),
+        default_policy_(std::move(policy)),
+        capacity_(capacity) {
+    policy_ids_.emplace(default_policy_.key(), 0);  // id 0: the default policy's key
+  }
+
+  ~Impl() {
+    // Threads may no longer call in; PlanRefs may still pin entries (they outlive this).
+    for (HandleShard& shard : shards_) {
+      for (auto& [handle, state] : shard.states) {
+        for (auto& [key, entry] : state->plans) entry->unref();
+        state->plans.clear();
+        state->arena.reset();
+      }
+    }
+  }
+
+  Status execute(cudnnHandle_t handle, const ConvProblem& problem, const TensorPointers& tensors,
+                 const TunePolicy* policy, DeviceAllocator* allocator);
+  StatusOr<PlanRef> acquire(cudnnHandle_t handle, const ConvProblem& problem,
+                            const TunePolicy* policy);
+  void forget_handle(cudnnHandle_t handle);
+  std::optional<TuningRecord> find_record(cudnnHandle_t handle, const ConvProblem& problem,
+                                          const TunePolicy& policy);
+  const TunePolicy& default_policy() const { return default_policy_; }
+  CacheStats stats() const;
+  size_t capacity() const { return capacity_.load(std::memory_order_relaxed); }
+  void set_capacity(size_t capacity) {
+    capacity_.store(capacity, std::memory_order_relaxed);
+    evict_over_capacity();
+  }
+
+ private:
+  using Entry = PlanRef::Pin;
+
+  struct alignas(64) HandleState {
+    HandleState(cudnnHandle_t h, DeviceInfo d)
+        : handle(h), device(std::move(d)), model_key(device.model_key()) {}
+
+    const cudnnHandle_t handle;
+    const DeviceInfo device;
+    const std::string model_key;
+    // 1 while a call uses the handle. Taken with an exchange under the shard's shared lock, so
+    // forget_handle (which erases under the exclusive lock, then takes the flag) never frees a
+    // state that a call is using.
+    std::atomic<int> in_use{0};
+    // Owned by the thread that holds in_use:
+    DeviceBuffer arena;
+    std::vector<std::pair<TunePolicy, uint32_t>> policies;  // explicit policies met -> id
+    std::atomic<uint64_t> hits{0};  // written only by the in_use holder; read by stats()
+    mutable std::shared_mutex mu;
+    std::unordered_map<PlanKey, Entry*, PlanKeyHash, PlanKeyEqual> plans;  // GUARDED_BY(mu)
+  };
+
+  struct alignas(64) HandleShard {
+    mutable std::shared_mutex mu;
+    std::unordered_map<cudnnHandle_t, std::shared_ptr<HandleState>> states;  // GUARDED_BY(mu)
+  };
+
+  // A record key's single-flight placeholder, then its record.
+  struct RecordSlot {
+    enum class State { kPending, kReady, kFailed };
+    std::mutex mu;
+    std::condition_variable ready;
+    State state = State::kPending;                // GUARDED_BY(mu)
+    std::shared_ptr<const TuningRecord> record;   // GUARDED_BY(mu); immutable once set
+    Status error;                                 // GUARDED_BY(mu)
+  };
+
+  // Releases the in_use flag of a claimed handle.
+  class Claim {
+   public:
+    explicit Claim(HandleState* state) : state_(state) {}
+    Claim(const Claim&) = delete;
+    Claim& operator=(const Claim&) = delete;
+    ~Claim() { state_->in_use.store(0, std::memory_order_release); }
+
+   private:
+    HandleState* state_;
+  };
+
+  HandleShard& shard_of(cudnnHandle_t handle) {
+    const uint64_t h = reinterpret_cast<uintptr_t>(handle) * 0x9e3779b97f4a7c15ull;
+    return shards_[(h >> 32) % kHandleShards];
+  }
+
+  static Status busy_error(cudnnHandle_t handle) {
+    return invalid_argument("handle " + handle_text(handle) +
+                            " is in use by another thread at the same time; a cuDNN handle (and "
+                            "its plans) must be used by one thread at a time");
+  }
+
+  Status claim(cudnnHandle_t handle, HandleState** out);
+  Status claim_new(cudnnHandle_t handle, HandleState** out);
+  uint32_t resolve_policy(HandleState& state, const TunePolicy& policy);
+  uint32_t intern_policy(const TunePolicy& policy);
+  Status get_plan(HandleState& state, const ConvProblem& problem, uint32_t policy_id,
+                  const TunePolicy& policy, DeviceAllocator* allocator, PlanRef* out);
+  Status miss(HandleState& state, const ConvProblem& problem, uint32_t policy_id,
+              const TunePolicy& policy, DeviceAllocator* allocator, PlanRef* out);
+  StatusOr<std::shared_ptr<const TuningRecord>> find_or_make_record(
+      HandleState& state, const std::string& key, const ConvProblem& problem,
+      const TunePolicy& policy, DeviceAllocator* allocator, std::unique_ptr<Plan>* plan);
+  StatusOr<TuningRecord> load_or_tune(HandleState& state, const std::string& key,
+                                      const ConvProblem& problem, const TunePolicy& policy,
+                                      DeviceAllocator* allocator, std::unique_ptr<Plan>* plan);
+  StatusOr<std::unique_ptr<Plan>> clone_plan(cudnnHandle_t handle, const ConvProblem& problem,
+                                             const TuningRecord& record);
+  Status keep(HandleState& state, PlanKey key, std::unique_ptr<Plan> plan, PlanRef* out);
+  void drop(HandleState& state, Entry* entry);
+  void evict_over_capacity();
+  void release_plans(HandleState& state);
+  std::vector<std::shared_ptr<HandleState>> snapshot_states() const;
+
+  // Declared first: destroyed last, after every plan and arena of this object.
+  const std::shared_ptr<Backend> backend_;
+  Tuner tuner_;
+  const std::shared_ptr<TuningDatabase> database_;
+  const TunePolicy default_policy_;
+  std::atomic<size_t> capacity_;
+
+  std::array<HandleShard, kHandleShards> shards_;
+
+  std::mutex records_mu_;
+  std::unordered_map<std::string, std::shared_ptr<RecordSlot>> records_;  // GUARDED_BY(records_mu_)
+
+  std::mutex policy_mu_;
+  std::unordered_map<std::string, uint32_t> policy_ids_;  // GUARDED_BY(policy_mu_)
+
+  std::mutex removal_mu_;  // serializes removals of entries from handles' maps (see the top)
+
+  std::atomic<uint64_t> tick_{1};  // advanced by each insertion; read by hits
+  std::atomic<size_t> plan_count_{0};
+  std::atomic<size_t> plan_host_bytes_{0};
+  std::atomic<size_t> record_count_{0};
+  std::atomic<uint64_t> retired_hits_{0};  // hits of forgotten handles
+  std::atomic<uint64_t> misses_{0};
+  std::atomic<uint64_t> tunes_{0};
+  std::atomic<uint64_t> clones_{0};
+  std::atomic<uint64_t> json_clones_{0};
+  std::atomic<uint64_t> db_hits_{0};
+  std::atomic<uint64_t> evictions_{0};
+  std::atomic<uint64_t> failures_{0};
+  std::atomic<int64_t> tune_ns_{0};
+  std::atomic<int64_t> clone_ns_{0};
+  std::atomic<bool> db_write_failure_reported_{false};
+};
+
+Status PlanCache::Impl::claim(cudnnHandle_t handle, HandleState** out) {
+  if (handle == nullptr) return invalid_argument("handle is null");
+  HandleShard& shard = shard_of(handle);
+  {
+    std::shared_lock<std::shared_mutex> lock(shard.mu);
+    auto it = shard.states.find(handle);
+    if (it != shard.states.end()) {
+      HandleState* state = it->second.get();
+      if (state->in_use.exchange(1, std::memory_order_acquire) != 0) return busy_error(handle);
+      *out = state;
+      return ok_status();
+    }
+  }
+  return claim_new(handle, out);
+}
+
+Status PlanCache::Impl::claim_new(cudnnHandle_t handle, HandleState** out) {
+  // Asked once per handle; a handle's device never changes.
+  StatusOr<DeviceInfo> device = backend_->device_of(handle);
+  if (!device.ok()) return device.status().with_context("device of handle " + handle_text(handle));
+  auto fresh = std::make_shared<HandleState>(handle, std::move(device).value());
+  HandleShard& shard = shard_of(handle);
+  std::unique_lock<std::shared_mutex> lock(shard.mu);
+  HandleState* state = shard.states.try_emplace(handle, std::move(fresh)).first->second.get();
+  if (state->in_use.exchange(1, std::memory_order_acquire) != 0) return busy_error(handle);
+  *out = state;
+  return ok_status();
+}
+
+uint32_t PlanCache::Impl::resolve_policy(HandleState& state, const TunePolicy& policy) {
+  if (&policy == &default_policy_ || policy == default_policy_) return 0;
+  for (const auto& [known, id] : state.policies) {
+    if (known == policy) return id;
+  }
+  const uint32_t id = intern_policy(policy);
+  if (state.policies.size() >= kMaxPoliciesPerHandle) state.policies.clear();
+  state.policies.emplace_back(policy, id);
+  return id;
+}
+
+uint32_t PlanCache::Impl::intern_policy(const TunePolicy& policy) {
+  std::string key = policy.key();
+  std::lock_guard<std::mutex> lock(policy_mu_);
+  const uint32_t next = static_cast<uint32_t>(policy_ids_.size());
+  return policy_ids_.try_emplace(std::move(key), next).first->second;
+}
+
+Status PlanCache::Impl::get_plan(HandleState& state, const ConvProblem& problem,
+                                 uint32_t policy_id, const TunePolicy& policy,
+                                 DeviceAllocator* allocator, PlanRef* out) {
+  {
+    std::shared_lock<std::shared_mutex> lock(state.mu);
+    auto it = state.plans.find(PlanKeyView{&problem, policy_id});
+    if (it != state.plans.end()) {
+      Entry* entry = it->second;
+      entry->refs.fetch_add(1, std::memory_order_relaxed);
+      entry->last_used.store(tick_.load(std::memory_order_relaxed), std::memory_order_relaxed);
+      lock.unlock();
+      state.hits.store(state.hits.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+      *out = PlanRef(entry->plan.get(), entry, nullptr);
+      return ok_status();
+    }
+  }
+  return miss(state, problem, policy_id, policy, allocator, out);
+}
+
+Status PlanCache::Impl::miss(HandleState& state, const ConvProblem& problem, uint32_t policy_id,
+                             const TunePolicy& policy, DeviceAllocator* allocator, PlanRef* out) {
+  CONVPLAN_RETURN_IF_ERROR(problem.validate());
+  misses_.fetch_add(1, std::memory_order_relaxed);
+  const std::string key = record_key(state.device, problem, policy);
+  std::unique_ptr<Plan> plan;
+  StatusOr<std::shared_ptr<const TuningRecord>> record =
+      find_or_make_record(state, key, problem, policy, allocator, &plan);
+  if (!record.ok()) return record.status();
+  if (plan == nullptr) {
+    CONVPLAN_ASSIGN_OR_RETURN(plan, clone_plan(state.handle, problem, **record));
+  }
+  return keep(state, PlanKey{problem, policy_id}, std::move(plan), out);
+}
+
+StatusOr<std::shared_ptr<const TuningRecord>> PlanCache::Impl::find_or_make_record(
+    HandleState& state, const std::string& key, const ConvProblem& problem,
+    const TunePolicy& policy, DeviceAllocator* allocator, std::unique_ptr<Plan>* plan) {
+  std::shared_ptr<RecordSlot> slot;
+  bool leader = false;
+  {
+    std::lock_guard<std::mutex> lock(records_mu_);
+    std::shared_ptr<RecordSlot>& found = records_[key];
+    if (found == nullptr) {
+      found = std::make_shared<RecordSlot>();
+      leader = true;
+    }
+    slot = found;
+  }
+
+  if (!leader) {  // tuned already, or being tuned by another thread: wait for it
+    std::unique_lock<std::mutex> lock(slot->mu);
+    slot->ready.wait(lock, [&] { return slot->state != RecordSlot::State::kPending; });
+    if (slot->state == RecordSlot::State::kReady) return slot->record;
+    return slot->error;  // the waiters share the leader's failure; the next caller tries again
+  }
+
+  // The leader: load or tune outside every lock but the handle's claim.
+  StatusOr<TuningRecord> made = load_or_tune(state, key, problem, policy, allocator, plan);
+  if (!made.ok()) {
+    {
+      std::lock_guard<std::mutex> lock(records_mu_);
+      auto it = records_.find(key);
+      if (it != records_.end() && it->second == slot) records_.erase(it);
+    }
+    {
+      std::lock_guard<std::mutex> lock(slot->mu);
+      slot->state = RecordSlot::State::kFailed;
+      slot->error = made.status();
+    }
+    slot->ready.notify_all();
+    return made.status();
+  }
+  auto record = std::make_shared<const TuningRecord>(std::move(made).value());
+  {
+    std::lock_guard<std::mutex> lock(slot->mu);
+    slot->record = record;
+    slot->state = RecordSlot::State::kReady;
+  }
+  slot->ready.notify_all();
+  record_count_.fetch_add(1, std::memory_order_relaxed);
+
+  if (*plan == nullptr) {
+    // Tuned here: this handle's plan is built from the chosen configuration (not a clone).
+    StatusOr<std::unique_ptr<Plan>> built = backend_->build(state.handle, problem, record->config);
+    if (!built.ok()) {
+      failures_.fetch_add(1, std::memory_order_relaxed);
+      return built.status().with_context("building the tuned " + record->config.to_string() +
+                                         " for " + record->problem);
+    }
+    *plan = std::move(built).value();
+  }
+  return record;
+}
+
+StatusOr<TuningRecord> PlanCache::Impl::load_or_tune(HandleState& state, const std::string& key,
+                                                     const ConvProblem& problem,
+                                                     const TunePolicy& policy,
+                                                     DeviceAllocator* allocator,
+                                                     std::unique_ptr<Plan>* plan) {
+  if (database_ != nullptr) {
+    StatusOr<TuningRecord> stored = database_->find(key);
+    if (stored.ok()) {
+      StatusOr<std::unique_ptr<Plan>> built = clone_plan(state.handle, problem, *stored);
+      if (built.ok()) {
+        db_hits_.fetch_add(1, std::memory_order_relaxed);
+        *plan = std::move(built).value();
+        return stored;
+      }
+      // The stored record no longer builds here (another cuDNN, a damaged plan): it is erased
+      // and the problem tuned again.
+      Status erased = database_->erase(key);
+      if (policy.verbose > 0 || !erased.ok()) {
+        std::fprintf(stderr, "convplan: discarding the stored record '%s': %s%s%s\n", key.c_str(),
+                     built.status().to_string().c_str(), erased.ok() ? "" : "; erasing it: ",
+                     erased.ok() ? "" : erased.to_string().c_str());
+      }
+    }
+    // kNotFound, or a damaged row (the database reports and skips it): tune.
+  }
+
+  tunes_.fetch_add(1, std::memory_order_relaxed);
+  const auto start = std::chrono::steady_clock::now();
+  StatusOr<TuningRecord> tuned = tuner_.tune(state.handle, problem, policy, allocator);
+  tune_ns_.fetch_add(elapsed_ns(start), std::memory_order_relaxed);
+  if (!tuned.ok()) {
+    failures_.fetch_add(1, std::memory_order_relaxed);
+    return tuned.status();
+  }
+  TuningRecord record = std::move(tuned).value();
+  // The cache owns the key: the record is found under it here and in the database.
+  record.device_model = state.model_key;
+  record.problem = problem.to_string();
+  record.policy = policy.key();
+  record.convplan_version = convplan_version();
+  if (database_ != nullptr) {
+    Status put = database_->put(record);
+    if (!put.ok() && !db_write_failure_reported_.exchange(true)) {
+      std::fprintf(stderr,
+                   "convplan: could not write a tuning record to the database (tuning goes on; "
+                   "further write failures are not reported): %s\n",
+                   put.to_string().c_str());
+    }
+  }
+  return record;
+}
+
+StatusOr<std::unique_ptr<Plan>> PlanCache::Impl::clone_plan(cudnnHandle_t handle,
+                                                            const ConvProblem& problem,
+                                                            const TuningRecord& record) {
+  const auto start = std::chrono::steady_clock::now();
+  if (!record.plan_json.empty()) {
+    StatusOr<std::unique_ptr<Plan>> from_json =
+        backend_->build_from_json(handle, problem, record.plan_json);
+    if (from_json.ok()) {
+      clone_ns_.fetch_add(elapsed_ns(start), std::memory_order_relaxed);
+      clones_.fetch_add(1, std::memory_order_relaxed);
+      json_clones_.fetch_add(1, std::memory_order_relaxed);
+      return from_json;
+    }
+    // Fall back to building the configuration (a JSON from another cuDNN, say).
+  }
+  StatusOr<std::unique_ptr<Plan>> built = backend_->build(handle, problem, record.config);
+  clone_ns_.fetch_add(elapsed_ns(start), std::memory_order_relaxed);
+  if (!built.ok()) {
+    failures_.fetch_add(1, std::memory_order_relaxed);
+    return built.status().with_context("building " + record.config.to_string() + " for " +
+                                       record.problem + " on handle " + handle_text(handle));
+  }
+  clones_.fetch_add(1, std::memory_order_relaxed);
+  return built;
+}
+
+Status PlanCache::Impl::keep(HandleState& state, PlanKey key, std::unique_ptr<Plan> plan,
+                             PlanRef* out) {
+  if (capacity_.load(std::memory_order_relaxed) == 0) {
+    auto holder = std::make_shared<UncachedPlan>(UncachedPlan{backend_, std::move(plan)});
+    Plan* raw = holder->plan.get();
+    *out = PlanRef(raw, nullptr, std::move(holder));
+    return ok_status();
+  }
+  auto* entry = new Entry(backend_, std::move(plan), std::move(key));
+  entry->last_used.store(tick_.fetch_add(1, std::memory_order_relaxed), std::memory_order_relaxed);
+  bool inserted;
+  {
+    std::unique_lock<std::shared_mutex> lock(state.mu);
+    inserted = state.plans.try_emplace(entry->key, entry).second;
+    // Only the handle's claim holder inserts, and it found no entry: inserted is true. Were it
+    // not, the caller's PlanRef would own the entry alone.
+    if (inserted) entry->refs.store(2, std::memory_order_relaxed);  // the map's and the caller's
+  }
+  if (inserted) {
+    plan_count_.fetch_add(1, std::memory_order_relaxed);
+    plan_host_bytes_.fetch_add(entry->host_bytes, std::memory_order_relaxed);
+  }
+  *out = PlanRef(entry->plan.get(), entry, nullptr);
+  evict_over_capacity();
+  return ok_status();
+}
+
+void PlanCache::Impl::drop(HandleState& state, Entry* entry) {
+  bool removed = false;
+  {
+    std::lock_guard<std::mutex> removal(removal_mu_);
+    std::unique_lock<std::shared_mutex> lock(state.mu);
+    auto it = state.plans.find(entry->key);
+    if (it != state.plans.end() && it->second == entry) {
+      state.plans.erase(it);
+      removed = true;
+    }
+  }
+  if (removed) {
+    plan_count_.fetch_sub(1, std::memory_order_relaxed);
+    plan_host_bytes_.fetch_sub(entry->host_bytes, std::memory_order_relaxed);
+    entry->unref();  // the map's reference; the caller still holds its own
+  }
+}
+
+std::vector<std::shared_ptr<PlanCache::Impl::HandleState>> PlanCache::Impl::snapshot_states()
+    const {
+  std::vector<std::shared_ptr<HandleState>> states;
+  for (const HandleShard& shard : shards_) {
+    std::shared_lock<std::shared_mutex> lock(shard.mu);
+    for (const auto& [handle, state] : shard.states) states.push_back(state);
+  }
+  return states;
+}
+
+void PlanCache::Impl::evict_over_capacity() {
+  if (plan_count_.load(std::memory_order_relaxed) <= capacity_.load(std::memory_order_relaxed)) {
+    return;
+  }
+  std::vector<Entry*> evicted;
+  {
+    std::lock_guard<std::mutex> removal(removal_mu_);
+    const size_t capacity = capacity_.load(std::memory_order_relaxed);
+    const size_t count = plan_count_.load(std::memory_order_relaxed);
+    if (count <= capacity) return;
+    const size_t excess = count - capacity;
+
+    struct Candidate {
+      uint64_t stamp;
+      HandleState* state;
+      Entry* entry;
+    };
+    const std::vector<std::shared_ptr<HandleState>> states = snapshot_states();
+    std::vector<Candidate> candidates;
+    for (const std::shared_ptr<HandleState>& state : states) {
+      std::shared_lock<std::shared_mutex> lock(state->mu);
+      for (const auto& [key, entry] : state->plans) {
+        if (entry->refs.load(std::memory_order_acquire) == 1) {
+          candidates.push_back({entry->last_used.load(std::memory_order_relaxed), state.get(), entry});
+        }
+      }
+    }
+    std::sort(candidates.begin(), candidates.end(),
+              [](const Candidate& a, const Candidate& b) { return a.stamp < b.stamp; });
+    // The entries stay valid: removals hold removal_mu_, and so do we.
+    for (const Candidate& c : candidates) {
+      if (evicted.size() == excess) break;
+      std::unique_lock<std::shared_mutex> lock(c.state->mu);
+      if (c.entry->refs.load(std::memory_order_acquire) != 1) continue;  // pinned meanwhile
+      if (c.entry->last_used.load(std::memory_order_relaxed) != c.stamp) continue;  // used since
+      c.state->plans.erase(c.entry->key);
+      evicted.push_back(c.entry);
+    }
+  }
+  for (Entry* entry : evicted) {
+    plan_count_.fetch_sub(1, std::memory_order_relaxed);
+    plan_host_bytes_.fetch_sub(entry->host_bytes, std::memory_order_relaxed);
+    evictions_.fetch_add(1, std::memory_order_relaxed);
+    entry->unref();  // frees the plan: no PlanRef holds it
+  }
+}
+
+void PlanCache::Impl::release_plans(HandleState& state) {
+  std::vector<Entry*> entries;
+  {
+    std::lock_guard<std::mutex> removal(removal_mu_);
+    std::unique_lock<std::shared_mutex> lock(state.mu);
+    for (auto& [key, entry] : state.plans) entries.push_back(entry);
+    state.plans.clear();
+  }
+  for (Entry* entry : entries) {
+    plan_count_.fetch_sub(1, std::memory_order_relaxed);
+    plan_host_bytes_.fetch_sub(entry->host_bytes, std::memory_order_relaxed);
+    entry->unref();
+  }
+}
+
+Status PlanCache::Impl::execute(cudnnHandle_t handle, const ConvProblem& problem,
+                                const TensorPointers& tensors, const TunePolicy* policy,
+                                DeviceAllocator* allocator) {
+  HandleState* state;
+  CONVPLAN_RETURN_IF_ERROR(claim(handle, &state));
+  Claim claimed(state);
+  const uint32_t policy_id = policy != nullptr ? resolve_policy(*state, *policy) : 0;
+  PlanRef ref;
+  CONVPLAN_RETURN_IF_ERROR(get_plan(*state, problem, policy_id,
+                                    policy != nullptr ? *policy : default_policy_, allocator,
+                                    &ref));
+  Plan& plan = ref.plan();
+
+  void* workspace = nullptr;
+  DeviceBuffer per_call;  // from the caller's allocator, freed after the call is enqueued
+  const size_t workspace_bytes = static_cast<size_t>(std::max<int64_t>(plan.workspace_bytes(), 0));
+  if (workspace_bytes > 0) {
+    if (allocator != nullptr) {
+      CONVPLAN_ASSIGN_OR_RETURN(per_call, DeviceBuffer::allocate(*allocator, workspace_bytes));
+      workspace = per_call.get();
+    } else {
+      if (state->arena.size() < workspace_bytes) {
+        state->arena.reset();  // the old buffer first: the peak stays at one arena
+        CONVPLAN_ASSIGN_OR_RETURN(
+            state->arena,
+            DeviceBuffer::allocate(backend_->default_allocator(handle), workspace_bytes));
+      }
+      workspace = state->arena.get();
+    }
+  }
+
+  Status status = plan.execute(handle, tensors, workspace);
+  if (!status.ok()) {
+    failures_.fetch_add(1, std::memory_order_relaxed);
+    if (ref.pin_ != nullptr) drop(*state, ref.pin_);
+    return status.with_context("executing " + plan.config().to_string() + " (dropped from the cache)");
+  }
+  return status;
+}
+
+StatusOr<PlanRef> PlanCache::Impl::acquire(cudnnHandle_t handle, const ConvProblem& problem,
+                                           const TunePolicy* policy) {
+  HandleState* state;
+  CONVPLAN_RETURN_IF_ERROR(claim(handle, &state));
+  Claim claimed(state);
+  const uint32_t policy_id = policy != nullptr ? resolve_policy(*state, *policy) : 0;
+  PlanRef ref;
+  CONVPLAN_RETURN_IF_ERROR(get_plan(*state, problem, policy_id,
+                                    policy != nullptr ? *policy : default_policy_, nullptr, &ref));
+  return ref;
+}
+
+void PlanCache::Impl::forget_handle(cudnnHandle_t handle) {
+  std::shared_ptr<HandleState> state;
+  {
+    HandleShard& shard = shard_of(handle);
+    std::unique_lock<std::shared_mutex> lock(shard.mu);
+    auto it = shard.states.find(handle);
+    if (it == shard.states.end()) return;
+    state = std::move(it->second);
+    shard.states.erase(it);
+  }
+  // No call can claim the state any more. One in flight means the caller broke the REQUIRES
+  // (the handle used from two threads); wait for it rather than free what it uses. The flag is
+  // left set: the state is never used again.
+  while (state->in_use.exchange(1, std::memory_order_acquire) != 0) std::this_thread::yield();
+  release_plans(*state);
+  state->arena.reset();
+  retired_hits_.fetch_add(state->hits.load(std::memory_order_relaxed), std::memory_order_relaxed);
+}
+
+std::optional<TuningRecord> PlanCache::Impl::find_record(cudnnHandle_t handle,
+                                                         const ConvProblem& problem,
+                                                         const TunePolicy& policy) {
+  if (handle == nullptr || !problem.validate().ok()) return std::nullopt;
+  std::optional<std::string> model_key;
+  {
+    HandleShard& shard = shard_of(handle);
+    std::shared_lock<std::shared_mutex> lock(shard.mu);
+    auto it = shard.states.find(handle);
+    if (it != shard.states.end()) model_key = it->second->model_key;
+  }
+  std::string key;
+  if (model_key.has_value()) {
+    TuningRecord parts;
+    parts.device_model = *model_key;
+    parts.problem = problem.to_string();
+    parts.policy = policy.key();
+    parts.convplan_version = convplan_version();
+    key = parts.key();
+  } else {
+    StatusOr<DeviceInfo> device = backend_->device_of(handle);
+    if (!device.ok()) return std::nullopt;
+    key = record_key(*device, problem, policy);
+  }
+  std::shared_ptr<RecordSlot> slot;
+  {
+    std::lock_guard<std::mutex> lock(records_mu_);
+    auto it = records_.find(key);
+    if (it == records_.end()) return std::nullopt;
+    slot = it->second;
+  }
+  std::lock_guard<std::mutex> lock(slot->mu);
+  if (slot->state != RecordSlot::State::kReady) return std::nullopt;
+  return *slot->record;
+}
+
+CacheStats PlanCache::Impl::stats() const {
+  CacheStats s;
+  s.hits = retired_hits_.load(std::memory_order_relaxed);
+  for (const HandleShard& shard : shards_) {
+    std::shared_lock<std::shared_mutex> lock(shard.mu);
+    for (const auto& [handle, state] : shard.states) {
+      s.hits += state->hits.load(std::memory_order_relaxed);
+    }
+  }
+  s.misses = misses_.load(std::memory_order_relaxed);
+  s.tunes = tunes_.load(std::memory_order_relaxed);
+  s.clones = clones_.load(std::memory_order_relaxed);
+  s.json_clones = json_clones_.load(std::memory_order_relaxed);
+  s.db_hits = db_hits_.load(std::memory_order_relaxed);
+  s.evictions = evictions_.load(std::memory_order_relaxed);
+  s.failures = failures_.load(std::memory_order_relaxed);
+  s.tune_ms = static_cast<double>(tune_ns_.load(std::memory_order_relaxed)) / 1e6;
+  s.clone_ms = static_cast<double>(clone_ns_.load(std::memory_order_relaxed)) / 1e6;
+  s.plans = plan_count_.load(std::memory_order_relaxed);
+  s.records = record_count_.load(std::memory_order_relaxed);
+  s.plan_host_bytes = plan_host_bytes_.load(std::memory_order_relaxed);
+  return s;
+}
+
+std::string CacheStats::to_string() const {
+  std::ostringstream out;
+  out.imbue(std::locale::classic());
+  out << "hits=" << hits << " misses=" << misses << " tunes=" << tunes << " clones=" << clones
+      << " json_clones=" << json_clones << " db_hits=" << db_hits << " evictions=" << evictions
+      << " failures=" << failures << " tune_ms=" << tune_ms << " clone_ms=" << clone_ms
+      << " plans=" << plans << " records=" << records << " plan_host_bytes=" << plan_host_bytes;
+  return out.str();
+}
+
+// --- PlanCache ---
+
+StatusOr<std::unique_ptr<PlanCache>> PlanCache::create(PlanCacheOptions options) {
+  if (options.backend == nullptr) return invalid_argument("PlanCacheOptions.backend is null");
+  size_t capacity;
+  if (options.capacity.has_value()) {
+    capacity = *options.capacity;  // the API wins over CONVPLAN_CACHE_CAPACITY
+  } else {
+    CONVPLAN_ASSIGN_OR_RETURN(capacity, capacity_from_environment());
+  }
+  TunePolicy policy;
+  if (options.policy.has_value()) {
+    policy = *options.policy;
+  } else {
+    CONVPLAN_ASSIGN_OR_RETURN(policy, TunePolicy::from_environment());
+  }
+  auto impl = std::make_unique<Impl>(std::move(options), capacity, std::move(policy));
+  return std::unique_ptr<PlanCache>(new PlanCache(std::move(impl)));
+}
+
+PlanCache::PlanCache(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+PlanCache::~PlanCache() = default;
+
+StatusOr<PlanRef> PlanCache::acquire(cudnnHandle_t handle, const ConvProblem& problem) {
+  return impl_->acquire(handle, problem, nullptr);
+}
+
+StatusOr<PlanRef> PlanCache::acquire(cudnnHandle_t handle, const ConvProblem& problem,
+                                     const TunePolicy& policy) {
+  return impl_->acquire(handle, problem, &policy);
+}
+
+Status PlanCache::execute(cudnnHandle_t handle, const ConvProblem& problem,
+                          const TensorPointers& tensors, DeviceAllocator* allocator) {
+  return impl_->execute(handle, problem, tensors, nullptr, allocator);
+}
+
+Status PlanCache::execute(cudnnHandle_t handle, const ConvProblem& problem,
+                          const TensorPointers& tensors, const TunePolicy& policy,
+                          DeviceAllocator* allocator) {
+  return impl_->execute(handle, problem, tensors, &policy, allocator);
+}
+
+void PlanCache::forget_handle(cudnnHandle_t handle) { impl_->forget_handle(handle); }
+
+std::optional<TuningRecord> PlanCache::find_record(cudnnHandle_t handle,
+                                                   const ConvProblem& problem,
+                                                   const TunePolicy& policy) {
+  return impl_->find_record(handle, problem, policy);
+}
+
+const TunePolicy& PlanCache::default_policy() const { return impl_->default_policy(); }
+CacheStats PlanCache::stats() const { return impl_->stats(); }
+size_t PlanCache::capacity() const { return impl_->capacity(); }
+void PlanCache::set_capacity(size_t capacity) { impl_->set_capacity(capacity); }
+
+}  // namespace convplan

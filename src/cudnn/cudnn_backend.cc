@@ -1,1 +1,263 @@
-// placeholder: to be written
+// The production Backend: cuDNN's backend (graph) API. Stateless apart from two caches, each under
+// its own lock: device identities per device ordinal, and the L2-flush buffer and allocator of
+// each device.
+#include "convplan/cudnn_backend.h"
+
+#include <cudnn.h>
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "cudnn/check.h"
+#include "cudnn/cuda_util.h"
+#include "cudnn/engines.h"
+#include "cudnn/graph.h"
+#include "cudnn/plan.h"
+
+namespace convplan {
+namespace {
+
+using cudnn_detail::BackendDescriptor;
+using cudnn_detail::CudaDeviceAllocator;
+using cudnn_detail::CudaEvent;
+using cudnn_detail::DeviceGuard;
+
+StatusOr<cudaStream_t> stream_of(cudnnHandle_t handle) {
+  if (handle == nullptr) return invalid_argument("handle is null");
+  cudaStream_t stream = nullptr;
+  CONVPLAN_CUDNN_CHECK(cudnnGetStream(handle, &stream));
+  return stream;
+}
+
+StatusOr<int> device_of_handle(cudnnHandle_t handle) {
+  CONVPLAN_ASSIGN_OR_RETURN(cudaStream_t stream, stream_of(handle));
+  return cudnn_detail::device_of_stream(stream);
+}
+
+cudnnBackendHeurMode_t heur_mode(CandidateSource s) {
+  switch (s) {
+    case CandidateSource::kHeuristicInstant: return CUDNN_HEUR_MODE_INSTANT;
+    case CandidateSource::kHeuristicA: return CUDNN_HEUR_MODE_A;
+    case CandidateSource::kHeuristicB: return CUDNN_HEUR_MODE_B;
+    case CandidateSource::kFallback: return CUDNN_HEUR_MODE_FALLBACK;
+    case CandidateSource::kAllEngines: break;
+  }
+  return CUDNN_HEUR_MODE_INSTANT;
+}
+
+class CudnnBackend final : public Backend {
+ public:
+  std::string name() const override { return "cudnn"; }
+
+  StatusOr<DeviceInfo> device_of(cudnnHandle_t handle) override {
+    CONVPLAN_ASSIGN_OR_RETURN(int device, device_of_handle(handle));
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = devices_.find(device);
+      if (it != devices_.end()) return it->second;
+    }
+    // Queried outside the lock (it takes ~ms); a racing thread computes the same value.
+    CONVPLAN_ASSIGN_OR_RETURN(DeviceInfo info, cudnn_detail::query_device(device));
+    std::lock_guard<std::mutex> lock(mu_);
+    devices_.emplace(device, info);
+    return info;
+  }
+
+  StatusOr<std::vector<Candidate>> candidates(cudnnHandle_t handle, const ConvProblem& problem,
+                                              CandidateSource source) override {
+    if (handle == nullptr) return invalid_argument("handle is null");
+    CONVPLAN_ASSIGN_OR_RETURN(cudnn_detail::ConvGraph graph,
+                              cudnn_detail::build_conv_graph(handle, problem));
+    std::vector<Candidate> out;
+    if (source == CandidateSource::kAllEngines) {
+      CONVPLAN_ASSIGN_OR_RETURN(int64_t count, cudnn_detail::engine_global_count(graph.graph));
+      for (int64_t id = 0; id < count; ++id) {
+        StatusOr<BackendDescriptor> engine = cudnn_detail::make_engine(graph.graph, id);
+        if (!engine.ok()) continue;  // this index does not support the problem
+        CONVPLAN_ASSIGN_OR_RETURN(NoteSet notes, cudnn_detail::engine_notes(*engine));
+        if (!cudnn_detail::check_notes_allowed(problem, id, notes).ok()) continue;
+        Candidate c;
+        c.config.engine_id = id;
+        c.notes = notes;
+        c.rank = static_cast<int>(out.size());
+        out.push_back(std::move(c));
+      }
+      return out;
+    }
+    CONVPLAN_ASSIGN_OR_RETURN(std::vector<cudnn_detail::HeuristicResult> results,
+                              cudnn_detail::heuristic_configs(graph.graph, heur_mode(source)));
+    for (cudnn_detail::HeuristicResult& r : results) {
+      if (!cudnn_detail::check_notes_allowed(problem, r.config.engine_id, r.notes).ok()) continue;
+      Candidate c;
+      c.config = std::move(r.config);
+      c.notes = r.notes;
+      c.rank = static_cast<int>(out.size());
+      out.push_back(std::move(c));
+    }
+    return out;
+  }
+
+  StatusOr<std::vector<KnobInfo>> knobs(cudnnHandle_t handle, const ConvProblem& problem,
+                                        int64_t engine_id) override {
+    if (handle == nullptr) return invalid_argument("handle is null");
+    CONVPLAN_ASSIGN_OR_RETURN(cudnn_detail::ConvGraph graph,
+                              cudnn_detail::build_conv_graph(handle, problem));
+    StatusOr<BackendDescriptor> engine = cudnn_detail::make_engine(graph.graph, engine_id);
+    if (!engine.ok()) return engine.status().with_context("engine " + std::to_string(engine_id));
+    return cudnn_detail::knob_infos(*engine);
+  }
+
+  StatusOr<std::unique_ptr<Plan>> build(cudnnHandle_t handle, const ConvProblem& problem,
+                                        const EngineConfig& config) override {
+    CONVPLAN_ASSIGN_OR_RETURN(std::unique_ptr<cudnn_detail::CudnnPlan> plan,
+                              cudnn_detail::build_plan(handle, problem, config));
+    return std::unique_ptr<Plan>(std::move(plan));
+  }
+
+  StatusOr<std::unique_ptr<Plan>> build_from_json(cudnnHandle_t handle, const ConvProblem& problem,
+                                                  std::string_view json) override {
+    CONVPLAN_ASSIGN_OR_RETURN(std::unique_ptr<cudnn_detail::CudnnPlan> plan,
+                              cudnn_detail::plan_from_json(handle, problem, json));
+    return std::unique_ptr<Plan>(std::move(plan));
+  }
+
+  DeviceAllocator& default_allocator(cudnnHandle_t handle) override {
+    StatusOr<int> device = device_of_handle(handle);
+    if (!device.ok()) return cuda_allocator();
+    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_ptr<CudaDeviceAllocator>& a = allocators_[*device];
+    if (a == nullptr) a = std::make_unique<CudaDeviceAllocator>(*device);
+    return *a;
+  }
+
+  Status copy_to_device(cudnnHandle_t handle, void* dst, const void* src, size_t bytes) override {
+    return copy(handle, dst, src, bytes, cudaMemcpyHostToDevice);
+  }
+  Status copy_to_host(cudnnHandle_t handle, void* dst, const void* src, size_t bytes) override {
+    return copy(handle, dst, src, bytes, cudaMemcpyDeviceToHost);
+  }
+
+  Status fill(cudnnHandle_t handle, void* dst, uint8_t byte, size_t bytes) override {
+    if (bytes == 0) return ok_status();
+    CONVPLAN_ASSIGN_OR_RETURN(cudaStream_t stream, stream_of(handle));
+    CONVPLAN_CUDA_CHECK(cudaMemsetAsync(dst, byte, bytes, stream));
+    CONVPLAN_CUDA_CHECK(cudaStreamSynchronize(stream));
+    return ok_status();
+  }
+
+  StatusOr<std::vector<float>> time(Plan& plan, const TensorPointers& tensors, void* workspace,
+                                    int warmup, int runs, bool flush_l2,
+                                    float cutoff_ms) override {
+    const cudnnHandle_t handle = plan.handle();
+    CONVPLAN_ASSIGN_OR_RETURN(cudaStream_t stream, stream_of(handle));
+    CONVPLAN_ASSIGN_OR_RETURN(int device, cudnn_detail::device_of_stream(stream));
+    DeviceGuard guard(device);  // events belong to the stream's device
+    CONVPLAN_RETURN_IF_ERROR(guard.status());
+    FlushBuffer* flush = nullptr;
+    if (flush_l2) {
+      CONVPLAN_ASSIGN_OR_RETURN(flush, flush_buffer(handle, device));
+    }
+    for (int i = 0; i < warmup; ++i) {
+      CONVPLAN_RETURN_IF_ERROR(plan.execute(handle, tensors, workspace));
+    }
+    CONVPLAN_ASSIGN_OR_RETURN(CudaEvent start, CudaEvent::create());
+    CONVPLAN_ASSIGN_OR_RETURN(CudaEvent stop, CudaEvent::create());
+    std::vector<float> times;
+    times.reserve(static_cast<size_t>(runs > 0 ? runs : 0));
+    for (int i = 0; i < runs; ++i) {
+      if (flush != nullptr) {
+        CONVPLAN_CUDA_CHECK(cudaMemsetAsync(flush->buffer.get(), i & 0xff, flush->buffer.size(),
+                                            stream));
+      }
+      CONVPLAN_CUDA_CHECK(cudaEventRecord(start.get(), stream));
+      CONVPLAN_RETURN_IF_ERROR(plan.execute(handle, tensors, workspace));
+      CONVPLAN_CUDA_CHECK(cudaEventRecord(stop.get(), stream));
+      CONVPLAN_CUDA_CHECK(cudaEventSynchronize(stop.get()));
+      float ms = 0;
+      CONVPLAN_CUDA_CHECK(cudaEventElapsedTime(&ms, start.get(), stop.get()));
+      times.push_back(ms);
+      if (cutoff_ms > 0 && ms > cutoff_ms) break;
+    }
+    return times;
+  }
+
+ private:
+  struct FlushBuffer {
+    DeviceBuffer buffer;
+  };
+
+  Status copy(cudnnHandle_t handle, void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
+    if (bytes == 0) return ok_status();
+    CONVPLAN_ASSIGN_OR_RETURN(cudaStream_t stream, stream_of(handle));
+    CONVPLAN_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, stream));
+    CONVPLAN_CUDA_CHECK(cudaStreamSynchronize(stream));
+    return ok_status();
+  }
+
+  // The device's L2-flush buffer (2x L2, at least 32 MiB), allocated on first use and kept.
+  StatusOr<FlushBuffer*> flush_buffer(cudnnHandle_t handle, int device) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = flush_.find(device);
+      if (it != flush_.end()) return it->second.get();
+    }
+    CONVPLAN_ASSIGN_OR_RETURN(DeviceInfo info, device_of(handle));
+    const size_t bytes = std::max<size_t>(2 * static_cast<size_t>(info.l2_bytes), size_t{32} << 20);
+    CONVPLAN_ASSIGN_OR_RETURN(DeviceBuffer buffer,
+                              DeviceBuffer::allocate(default_allocator(handle), bytes));
+    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_ptr<FlushBuffer>& slot = flush_[device];
+    if (slot == nullptr) slot = std::make_unique<FlushBuffer>(FlushBuffer{std::move(buffer)});
+    return slot.get();  // a racing thread's extra buffer is freed on return
+  }
+
+  std::mutex mu_;
+  std::map<int, DeviceInfo> devices_;                                 // GUARDED_BY(mu_)
+  std::map<int, std::unique_ptr<CudaDeviceAllocator>> allocators_;    // GUARDED_BY(mu_)
+  std::map<int, std::unique_ptr<FlushBuffer>> flush_;                 // GUARDED_BY(mu_)
+};
+
+}  // namespace
+
+std::shared_ptr<Backend> make_cudnn_backend() { return std::make_shared<CudnnBackend>(); }
+
+StatusOr<std::vector<EngineReport>> inspect_engines(cudnnHandle_t handle,
+                                                    const ConvProblem& problem) {
+  if (handle == nullptr) return invalid_argument("handle is null");
+  CONVPLAN_ASSIGN_OR_RETURN(cudnn_detail::ConvGraph graph,
+                            cudnn_detail::build_conv_graph(handle, problem));
+  CONVPLAN_ASSIGN_OR_RETURN(int64_t count, cudnn_detail::engine_global_count(graph.graph));
+  std::vector<EngineReport> out;
+  for (int64_t id = 0; id < count; ++id) {
+    EngineReport r;
+    r.engine_id = id;
+    StatusOr<BackendDescriptor> engine = cudnn_detail::make_engine(graph.graph, id);
+    if (!engine.ok()) {
+      r.status = engine.status();
+      out.push_back(std::move(r));
+      continue;
+    }
+    StatusOr<NoteSet> notes = cudnn_detail::engine_notes(*engine);
+    if (notes.ok()) r.notes = *notes;
+    StatusOr<std::vector<KnobInfo>> knobs = cudnn_detail::knob_infos(*engine);
+    if (knobs.ok()) r.knobs = std::move(knobs).value();
+    EngineConfig config;
+    config.engine_id = id;
+    StatusOr<std::unique_ptr<cudnn_detail::CudnnPlan>> plan =
+        cudnn_detail::build_plan(handle, problem, config);
+    if (plan.ok()) {
+      r.workspace_bytes = (*plan)->workspace_bytes();
+    } else {
+      r.status = plan.status();
+    }
+    if (r.status.ok() && !notes.ok()) r.status = notes.status();
+    if (r.status.ok() && !knobs.ok()) r.status = knobs.status();
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+}  // namespace convplan

@@ -1,1 +1,865 @@
-// placeholder: to be written
+// Tuner: gathers candidates for the policy's mode, filters them, runs each survivor once on
+// scratch buffers fenced by guard bytes and checks its output against the float64 reference,
+// times the ones that pass, and records everything in a TuningRecord.
+//
+// One tune is one TuneRun object on the caller's stack: no state is shared between tunes, so
+// several threads may tune different problems at once (the backend is thread-safe by contract).
+//
+// Scratch buffers: each of x, w, y and the workspace is one allocation laid out as
+//   [kGuardBytes of guard pattern][payload][kGuardBytes of guard pattern]
+// The inputs hold fresh uniform [-1, 1] data (drawn from std::random_device each tune); the
+// output holds 0xFF bytes (NaN in every float type) before each validation run, or, when
+// beta != 0, the same random values each time so that accumulation is checked. Every buffer is
+// re-uploaded before each candidate runs, so a candidate that damaged one cannot make the next
+// one look wrong. The caller's tensors are never touched.
+#include "convplan/tuner.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <limits>
+#include <random>
+#include <set>
+#include <sstream>
+#include <string>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "convplan/reference.h"
+
+namespace convplan {
+namespace {
+
+constexpr size_t kGuardBytes = 256;
+// Exhaustive search: knob combinations tried per engine, and values taken from one knob's range.
+constexpr size_t kMaxKnobCombinationsPerEngine = 64;
+constexpr size_t kMaxValuesPerKnob = 16;
+// A timed candidate stops once a run exceeds this multiple of the best median so far.
+constexpr double kCutoffFactor = 4.0;
+// Candidates within this fraction of the fastest median count as tied; the best rank wins.
+constexpr double kTieFraction = 0.02;
+// Problems checked on a sample of output elements: multiply-adds the sample may cost on the
+// host (about 0.1-0.3 s), and the bounds on its size.
+constexpr double kSampledReferenceWork = 2e7;
+constexpr int64_t kMaxSampledElements = 2048;
+constexpr int64_t kMinSampledElements = 32;
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+// Not one repeated byte, so that a run of any single byte written over it is seen.
+uint8_t guard_byte(size_t i) { return static_cast<uint8_t>((i * 37 + 11) ^ 0xA5); }
+
+std::string format_ms(double ms) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.4g", ms);
+  return buf;
+}
+
+std::string format_g(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g", v);
+  return buf;
+}
+
+const char* disabled_variable(Direction d) {
+  switch (d) {
+    case Direction::kForward: return "CONVPLAN_DISABLED_FWD_ENGINES";
+    case Direction::kBackwardData: return "CONVPLAN_DISABLED_BWD_DATA_ENGINES";
+    case Direction::kBackwardFilter: return "CONVPLAN_DISABLED_BWD_FILTER_ENGINES";
+  }
+  return "?";
+}
+
+std::string engine_rule_text(const EngineRule& r) {
+  EngineConfig c;
+  c.engine_id = r.engine_id;
+  c.knobs = r.knobs;
+  return c.to_string();
+}
+
+// Calls f(offset) for every element of the tensor (not the strided gaps), last dim fastest.
+template <typename F>
+void for_each_offset(const TensorShape& s, F&& f) {
+  int64_t idx[kMaxTensorRank] = {0, 0, 0, 0, 0};
+  const int64_t total = s.elements();
+  for (int64_t e = 0; e < total; ++e) {
+    int64_t off = 0;
+    for (int d = 0; d < s.rank; ++d) off += idx[d] * s.strides[d];
+    f(off);
+    for (int d = s.rank - 1; d >= 0; --d) {
+      if (++idx[d] < s.dims[d]) break;
+      idx[d] = 0;
+    }
+  }
+}
+
+int64_t random_offset(const TensorShape& s, std::mt19937_64& gen) {
+  int64_t off = 0;
+  for (int d = 0; d < s.rank; ++d) {
+    std::uniform_int_distribution<int64_t> dist(0, s.dims[d] - 1);
+    off += dist(gen) * s.strides[d];
+  }
+  return off;
+}
+
+// Knob combinations of one engine for exhaustive search, all defaults first, then each knob
+// varied alone, then the rest of the cartesian product; at most `cap`.
+std::vector<EngineConfig> knob_combinations(int64_t engine_id, std::vector<KnobInfo> knobs,
+                                            size_t cap) {
+  std::sort(knobs.begin(), knobs.end(),
+            [](const KnobInfo& a, const KnobInfo& b) { return a.type < b.type; });
+  std::vector<std::vector<int64_t>> values;  // per knob, the default first
+  for (const KnobInfo& k : knobs) {
+    std::vector<int64_t> all;
+    const int64_t stride = k.stride > 0 ? k.stride : 1;
+    for (int64_t v = k.min_value; v <= k.max_value; v += stride) {
+      all.push_back(v);
+      if (all.size() > 4096) break;  // an absurd range: the sample below takes from its start
+    }
+    std::vector<int64_t> picked{k.default_value};
+    if (all.size() <= kMaxValuesPerKnob) {
+      for (int64_t v : all) picked.push_back(v);
+    } else {
+      for (size_t i = 0; i < kMaxValuesPerKnob; ++i) {
+        picked.push_back(all[i * (all.size() - 1) / (kMaxValuesPerKnob - 1)]);
+      }
+    }
+    std::vector<int64_t> unique;
+    for (int64_t v : picked) {
+      if (std::find(unique.begin(), unique.end(), v) == unique.end()) unique.push_back(v);
+    }
+    values.push_back(std::move(unique));
+  }
+  std::vector<EngineConfig> out;
+  std::set<std::vector<size_t>> seen;
+  auto add = [&](const std::vector<size_t>& choice) {
+    if (out.size() >= cap || !seen.insert(choice).second) return;
+    EngineConfig c;
+    c.engine_id = engine_id;
+    for (size_t i = 0; i < knobs.size(); ++i) c.knobs.push_back({knobs[i].type, values[i][choice[i]]});
+    out.push_back(std::move(c));
+  };
+  std::vector<size_t> choice(knobs.size(), 0);
+  add(choice);
+  for (size_t i = 0; i < knobs.size(); ++i) {
+    for (size_t v = 1; v < values[i].size(); ++v) {
+      std::vector<size_t> one(knobs.size(), 0);
+      one[i] = v;
+      add(one);
+    }
+  }
+  // Mixed-radix count over the product, the first knob fastest.
+  while (out.size() < cap && !knobs.empty()) {
+    size_t i = 0;
+    while (i < knobs.size() && ++choice[i] == values[i].size()) choice[i++] = 0;
+    if (i == knobs.size()) break;
+    add(choice);
+  }
+  return out;
+}
+
+struct Entry {
+  Candidate candidate;
+  CandidateSource source = CandidateSource::kHeuristicA;
+  CandidateResult result;
+  bool evaluated = false;
+  bool survived = false;
+  std::string plan_json;
+};
+
+// Why candidates were dropped, counted by label in the order first seen, for the error message.
+class DropSummary {
+ public:
+  void add(bool is_filter, const std::string& label) {
+    for (Item& i : items_) {
+      if (i.label == label && i.is_filter == is_filter) {
+        ++i.count;
+        return;
+      }
+    }
+    items_.push_back({is_filter, label, 1});
+  }
+  // "3 filtered by X, 2 by Y, 1 rejected: wrong result"
+  std::string to_string() const {
+    std::string s;
+    bool filter_seen = false;
+    for (const Item& i : items_) {
+      if (!s.empty()) s += ", ";
+      s += std::to_string(i.count) + " ";
+      if (i.is_filter) {
+        s += filter_seen ? "by " : "filtered by ";
+        filter_seen = true;
+      }
+      s += i.label;
+    }
+    return s;
+  }
+  bool empty() const { return items_.empty(); }
+
+ private:
+  struct Item {
+    bool is_filter;
+    std::string label;
+    int count;
+  };
+  std::vector<Item> items_;
+};
+
+// A device allocation with guard bytes on both sides of its payload.
+class GuardedBuffer {
+ public:
+  // Allocates room for `payload` bytes (and the guards), releasing what it held first.
+  Status allocate(DeviceAllocator& allocator, size_t payload) {
+    buffer_.reset();
+    capacity_ = 0;
+    auto b = DeviceBuffer::allocate(allocator, payload + 2 * kGuardBytes);
+    if (!b.ok()) return b.status();
+    buffer_ = std::move(b).value();
+    capacity_ = payload;
+    return ok_status();
+  }
+  size_t capacity() const { return capacity_; }
+  char* base() const { return static_cast<char*>(buffer_.get()); }
+  void* payload() const { return base() + kGuardBytes; }
+
+ private:
+  DeviceBuffer buffer_;
+  size_t capacity_ = 0;
+};
+
+class TuneRun {
+ public:
+  TuneRun(Backend& backend, cudnnHandle_t handle, const ConvProblem& problem,
+          const TunePolicy& policy, const TunerOptions& options, DeviceAllocator& allocator)
+      : backend_(backend), handle_(handle), problem_(problem), policy_(policy),
+        options_(options), allocator_(allocator), start_(Clock::now()) {}
+
+  StatusOr<TuningRecord> run();
+
+ private:
+  struct Tensor {
+    char name;  // 'x', 'w' or 'y'
+    TensorShape shape;
+    size_t payload_bytes = 0;
+    GuardedBuffer buffer;
+    std::vector<uint8_t> image;  // guard + payload + guard, uploaded before each run
+  };
+
+  Status gather_candidates();
+  void add_candidates(const std::vector<Candidate>& list, CandidateSource source);
+  Status evaluate_range(size_t begin, size_t end, bool budgeted);
+  Status evaluate(Entry& e);
+  // The label and outcome of the first filter that removes (config, notes), if any.
+  bool filtered(const EngineConfig& config, NoteSet notes, std::string& label,
+                std::string& outcome) const;
+  void drop(Entry& e, bool is_filter, const std::string& label, const std::string& outcome);
+  Status prepare_buffers();
+  Status compute_reference();
+  Status upload_buffers();
+  Status prepare_workspace(size_t bytes);
+  StatusOr<std::string> broken_guard();  // "" when every guard is intact
+  // "" when the output is right, else the rejection, and its label through `label`.
+  StatusOr<std::string> check_output(NoteSet notes, double& relative_error, std::string& label);
+  Tensor& output() { return tensors_[problem_.output_tensor() == 'x' ? 0 : problem_.output_tensor() == 'w' ? 1 : 2]; }
+  TensorPointers pointers() const {
+    return {tensors_[0].buffer.payload(), tensors_[1].buffer.payload(), tensors_[2].buffer.payload()};
+  }
+  void say(const std::string& line) const {
+    const std::string text = "convplan tune: " + line + "\n";
+    std::fputs(text.c_str(), stderr);
+  }
+  bool needs_execution() const {
+    return policy_.validate || policy_.mode != TuneMode::kHeuristic;
+  }
+
+  Backend& backend_;
+  cudnnHandle_t handle_;
+  const ConvProblem& problem_;
+  const TunePolicy& policy_;
+  const TunerOptions& options_;
+  DeviceAllocator& allocator_;
+  const Clock::time_point start_;
+  DeviceInfo device_;
+
+  std::vector<Entry> entries_;  // in rank order: the position is the rank
+  std::set<EngineConfig> seen_;
+  DropSummary summary_;
+  bool any_survivor_ = false;
+  double best_median_ = -1;
+  int64_t oom_floor_ = -1;  // smallest workspace whose allocation failed; -1: none
+  bool flush_l2_ = false;
+
+  bool buffers_ready_ = false;
+  Tensor tensors_[3];
+  GuardedBuffer workspace_;
+  size_t workspace_bytes_ = 0;  // the current candidate's; its trailing guard sits there
+  std::vector<uint8_t> guard_image_;
+  std::mt19937_64 rng_;
+  // The output elements compared, and the reference's values there.
+  std::vector<int64_t> check_offsets_;
+  std::vector<double> reference_values_;
+};
+
+void TuneRun::add_candidates(const std::vector<Candidate>& list, CandidateSource source) {
+  for (const Candidate& c : list) {
+    if (!seen_.insert(c.config).second) continue;
+    Entry e;
+    e.candidate = c;
+    e.source = source;
+    e.candidate.rank = static_cast<int>(entries_.size());
+    entries_.push_back(std::move(e));
+  }
+}
+
+Status TuneRun::gather_candidates() {
+  CONVPLAN_ASSIGN_OR_RETURN(std::vector<Candidate> a,
+                            backend_.candidates(handle_, problem_, CandidateSource::kHeuristicA));
+  add_candidates(a, CandidateSource::kHeuristicA);
+  if (policy_.mode == TuneMode::kHeuristic && !entries_.empty()) return ok_status();
+  CONVPLAN_ASSIGN_OR_RETURN(std::vector<Candidate> b,
+                            backend_.candidates(handle_, problem_, CandidateSource::kHeuristicB));
+  add_candidates(b, CandidateSource::kHeuristicB);
+  if (policy_.mode != TuneMode::kExhaustive) return ok_status();
+
+  CONVPLAN_ASSIGN_OR_RETURN(std::vector<Candidate> all,
+                            backend_.candidates(handle_, problem_, CandidateSource::kAllEngines));
+  add_candidates(all, CandidateSource::kAllEngines);
+  // Every engine seen so far, in order of first appearance, with the notes it came with.
+  std::vector<std::pair<int64_t, NoteSet>> engines;
+  for (const Entry& e : entries_) {
+    bool known = false;
+    for (const auto& en : engines) known = known || en.first == e.candidate.config.engine_id;
+    if (!known) engines.emplace_back(e.candidate.config.engine_id, e.candidate.notes);
+  }
+  for (size_t i = 0; i < engines.size(); ++i) {
+    if (ms_since(start_) > policy_.budget_ms) {
+      if (policy_.verbose >= 1) {
+        say("budget of " + format_ms(policy_.budget_ms) + " ms spent while listing knobs; " +
+            std::to_string(engines.size() - i) + " engines keep only their default knobs");
+      }
+      break;
+    }
+    auto knobs = backend_.knobs(handle_, problem_, engines[i].first);
+    if (!knobs.ok()) {
+      if (policy_.verbose >= 2) {
+        say("no knobs for engine " + std::to_string(engines[i].first) + ": " +
+            knobs.status().message());
+      }
+      continue;
+    }
+    std::vector<EngineConfig> configs =
+        knob_combinations(engines[i].first, *knobs, kMaxKnobCombinationsPerEngine);
+    // A candidate without knob choices already runs the engine's defaults, the first combination.
+    const EngineConfig bare{engines[i].first, {}};
+    if (!knobs->empty() && !configs.empty() && seen_.count(bare) != 0) configs.erase(configs.begin());
+    std::vector<Candidate> combos;
+    for (EngineConfig& c : configs) {
+      Candidate cand;
+      cand.config = std::move(c);
+      cand.notes = engines[i].second;
+      combos.push_back(std::move(cand));
+    }
+    add_candidates(combos, CandidateSource::kAllEngines);
+  }
+  return ok_status();
+}
+
+bool TuneRun::filtered(const EngineConfig& config, NoteSet notes, std::string& label,
+                       std::string& outcome) const {
+  const NoteSet tc = notes & (kNoteTensorCore | kNoteDownConvertInputs);
+  if (problem_.data_type == DataType::kFloat && !problem_.allow_tensor_cores && tc != 0) {
+    label = "tensor cores not allowed";
+    outcome = "filtered: tensor cores (TF32) not allowed for this fp32 problem (notes " +
+              notes_to_string(tc) + ")";
+    return true;
+  }
+  if (policy_.deterministic && (notes & kNoteNonDeterministic) != 0) {
+    label = "CONVPLAN_DETERMINISTIC";
+    outcome = "filtered: non-deterministic, and determinism is required (CONVPLAN_DETERMINISTIC)";
+    return true;
+  }
+  if ((notes & policy_.forbidden_notes) != 0) {
+    label = "CONVPLAN_FORBIDDEN_NOTES";
+    outcome = "filtered: notes " + notes_to_string(notes & policy_.forbidden_notes) +
+              " forbidden (CONVPLAN_FORBIDDEN_NOTES)";
+    return true;
+  }
+  if (!policy_.allow_runtime_compilation && (notes & kNoteRuntimeCompilation) != 0) {
+    label = "runtime compilation not allowed";
+    outcome = "filtered: runtime compilation not allowed (CONVPLAN_ALLOW_RUNTIME_COMPILATION=0)";
+    return true;
+  }
+  for (const EngineRule& rule : policy_.disabled_for(problem_.direction)) {
+    if (rule.matches(config)) {
+      label = disabled_variable(problem_.direction);
+      outcome = "filtered: engine " + std::to_string(config.engine_id) + " disabled by " + label +
+                " (rule " + engine_rule_text(rule) + ")";
+      return true;
+    }
+  }
+  for (const ErrataRule& rule : policy_.errata) {
+    if (rule.matches(problem_, config)) {
+      label = "errata rule '" + rule.id + "'";
+      outcome = "filtered: errata rule '" + rule.id + "' (CONVPLAN_ERRATA_FILE)";
+      return true;
+    }
+  }
+  return false;
+}
+
+void TuneRun::drop(Entry& e, bool is_filter, const std::string& label, const std::string& outcome) {
+  e.result.outcome = outcome;
+  e.survived = false;
+  summary_.add(is_filter, label);
+}
+
+Status TuneRun::prepare_buffers() {
+  if (buffers_ready_) return ok_status();
+  std::random_device rd;
+  rng_.seed((static_cast<uint64_t>(rd()) << 32) ^ rd());
+  guard_image_.resize(kGuardBytes);
+  for (size_t i = 0; i < kGuardBytes; ++i) guard_image_[i] = guard_byte(i);
+
+  const TensorShape shapes[3] = {problem_.x_shape(), problem_.w_shape(), problem_.y_shape()};
+  const char names[3] = {'x', 'w', 'y'};
+  const int64_t elem = size_of(problem_.data_type);
+  const char out = problem_.output_tensor();
+  std::uniform_real_distribution<double> uniform(-1.0, 1.0);
+  for (int t = 0; t < 3; ++t) {
+    Tensor& tensor = tensors_[t];
+    tensor.name = names[t];
+    tensor.shape = shapes[t];
+    tensor.payload_bytes = static_cast<size_t>(shapes[t].span_elements() * elem);
+    Status s = tensor.buffer.allocate(allocator_, tensor.payload_bytes);
+    if (!s.ok()) {
+      return s.with_context(std::string("tuning buffer for ") + names[t] + " of " +
+                            problem_.to_string());
+    }
+    tensor.image.assign(tensor.payload_bytes + 2 * kGuardBytes, 0);
+    std::copy(guard_image_.begin(), guard_image_.end(), tensor.image.begin());
+    std::copy(guard_image_.begin(), guard_image_.end(),
+              tensor.image.begin() + static_cast<std::ptrdiff_t>(kGuardBytes + tensor.payload_bytes));
+    uint8_t* payload = tensor.image.data() + kGuardBytes;
+    if (names[t] == out && problem_.beta == 0.0) {
+      std::fill(payload, payload + tensor.payload_bytes, uint8_t{0xFF});  // NaN: unwritten shows
+      continue;
+    }
+    // Fresh random data, converted in chunks to keep the host memory small.
+    const int64_t span = shapes[t].span_elements();
+    constexpr int64_t kChunk = 1 << 16;
+    std::vector<double> chunk(static_cast<size_t>(std::min(span, kChunk)));
+    for (int64_t i = 0; i < span; i += kChunk) {
+      const int64_t n = std::min(kChunk, span - i);
+      for (int64_t j = 0; j < n; ++j) chunk[static_cast<size_t>(j)] = uniform(rng_);
+      to_data_type(problem_.data_type, chunk.data(), payload + i * elem, n);
+    }
+  }
+  buffers_ready_ = true;
+  flush_l2_ = problem_.min_bytes() <= static_cast<double>(device_.l2_bytes);
+  if (policy_.validate) CONVPLAN_RETURN_IF_ERROR(compute_reference());
+  return ok_status();
+}
+
+Status TuneRun::compute_reference() {
+  const Clock::time_point t0 = Clock::now();
+  Tensor& out = output();
+  const TensorShape& os = out.shape;
+  const bool full = problem_.flops() <= options_.reference_max_flops;
+  if (full) {
+    check_offsets_.clear();
+    check_offsets_.reserve(static_cast<size_t>(os.elements()));
+    for_each_offset(os, [&](int64_t off) { check_offsets_.push_back(off); });
+    std::vector<double> host[3];
+    for (int t = 0; t < 3; ++t) {
+      const int64_t span = tensors_[t].shape.span_elements();
+      host[t].assign(static_cast<size_t>(span), 0.0);
+      const bool poisoned = tensors_[t].name == problem_.output_tensor() && problem_.beta == 0.0;
+      if (!poisoned) {
+        from_data_type(problem_.data_type, tensors_[t].image.data() + kGuardBytes, host[t].data(), span);
+      }
+    }
+    Status s = reference_convolution(problem_, host[0], host[1], host[2]);
+    if (!s.ok()) return s.with_context("reference for " + problem_.to_string());
+    const std::vector<double>& ov = host[problem_.output_tensor() == 'x' ? 0
+                                         : problem_.output_tensor() == 'w' ? 1 : 2];
+    reference_values_.clear();
+    reference_values_.reserve(check_offsets_.size());
+    for (int64_t off : check_offsets_) reference_values_.push_back(ov[static_cast<size_t>(off)]);
+  } else {
+    // Products that make one output element (see reference_convolution_at).
+    double filter = 1, output_size = 1;
+    const SpatialDims o = problem_.output();
+    for (int d = 0; d < problem_.spatial_dims; ++d) {
+      filter *= static_cast<double>(problem_.filter[d]);
+      output_size *= static_cast<double>(o[d]);
+    }
+    double cost = 1;
+    switch (problem_.direction) {
+      case Direction::kForward: cost = static_cast<double>(problem_.c / problem_.groups) * filter; break;
+      case Direction::kBackwardData: cost = static_cast<double>(problem_.k / problem_.groups) * filter; break;
+      case Direction::kBackwardFilter: cost = static_cast<double>(problem_.n) * output_size; break;
+    }
+    int64_t samples = static_cast<int64_t>(kSampledReferenceWork / std::max(cost, 1.0));
+    samples = std::clamp(samples, kMinSampledElements, kMaxSampledElements);
+    check_offsets_.clear();
+    if (samples >= os.elements()) {
+      for_each_offset(os, [&](int64_t off) { check_offsets_.push_back(off); });
+    } else {
+      std::unordered_set<int64_t> picked;
+      while (static_cast<int64_t>(picked.size()) < samples) picked.insert(random_offset(os, rng_));
+      check_offsets_.assign(picked.begin(), picked.end());
+      std::sort(check_offsets_.begin(), check_offsets_.end());
+    }
+    Status s = reference_convolution_at(problem_, tensors_[0].image.data() + kGuardBytes,
+                                        tensors_[1].image.data() + kGuardBytes,
+                                        tensors_[2].image.data() + kGuardBytes, check_offsets_,
+                                        reference_values_);
+    if (!s.ok()) return s.with_context("sampled reference for " + problem_.to_string());
+  }
+  if (policy_.verbose >= 2) {
+    say(std::string(full ? "full" : "sampled") + " reference over " +
+        std::to_string(check_offsets_.size()) + " output elements in " +
+        format_ms(ms_since(t0)) + " ms");
+  }
+  return ok_status();
+}
+
+Status TuneRun::upload_buffers() {
+  for (Tensor& t : tensors_) {
+    CONVPLAN_RETURN_IF_ERROR(
+        backend_.copy_to_device(handle_, t.buffer.base(), t.image.data(), t.image.size()));
+  }
+  return ok_status();
+}
+
+Status TuneRun::prepare_workspace(size_t bytes) {
+  if (workspace_.base() == nullptr || workspace_.capacity() < bytes) {
+    CONVPLAN_RETURN_IF_ERROR(workspace_.allocate(allocator_, bytes));
+  }
+  // The guards sit right before and right after the candidate's own workspace_bytes.
+  CONVPLAN_RETURN_IF_ERROR(
+      backend_.copy_to_device(handle_, workspace_.base(), guard_image_.data(), kGuardBytes));
+  CONVPLAN_RETURN_IF_ERROR(backend_.copy_to_device(
+      handle_, workspace_.base() + kGuardBytes + bytes, guard_image_.data(), kGuardBytes));
+  workspace_bytes_ = bytes;
+  return ok_status();
+}
+
+StatusOr<std::string> TuneRun::broken_guard() {
+  std::vector<uint8_t> seen(kGuardBytes);
+  auto intact = [&](const char* where) -> StatusOr<bool> {
+    CONVPLAN_RETURN_IF_ERROR(backend_.copy_to_host(handle_, seen.data(), where, kGuardBytes));
+    return seen == guard_image_;
+  };
+  for (const Tensor& t : tensors_) {
+    CONVPLAN_ASSIGN_OR_RETURN(bool before, intact(t.buffer.base()));
+    if (!before) return std::string("guard bytes before ") + t.name + " overwritten";
+    CONVPLAN_ASSIGN_OR_RETURN(bool after, intact(t.buffer.base() + kGuardBytes + t.payload_bytes));
+    if (!after) return std::string("guard bytes after ") + t.name + " overwritten";
+  }
+  CONVPLAN_ASSIGN_OR_RETURN(bool before, intact(workspace_.base()));
+  if (!before) return std::string("guard bytes before the workspace overwritten");
+  CONVPLAN_ASSIGN_OR_RETURN(bool after, intact(workspace_.base() + kGuardBytes + workspace_bytes_));
+  if (!after) {
+    return "guard bytes after the workspace of " + std::to_string(workspace_bytes_) +
+           " bytes overwritten";
+  }
+  return std::string();
+}
+
+StatusOr<std::string> TuneRun::check_output(NoteSet notes, double& relative_error,
+                                            std::string& label) {
+  Tensor& out = output();
+  std::vector<uint8_t> bytes(out.payload_bytes);
+  CONVPLAN_RETURN_IF_ERROR(
+      backend_.copy_to_host(handle_, bytes.data(), out.buffer.payload(), out.payload_bytes));
+  const DataType dt = problem_.data_type;
+  const int64_t elem = size_of(dt);
+  // Every element must have been written (the poison is NaN); the gaps of a strided layout
+  // are not elements and stay poisoned.
+  int64_t nan_offset = -1;
+  if (out.shape.span_elements() == out.shape.elements()) {
+    constexpr int64_t kChunk = 1 << 16;
+    const int64_t span = out.shape.span_elements();
+    std::vector<double> chunk(static_cast<size_t>(std::min(span, kChunk)));
+    for (int64_t i = 0; i < span && nan_offset < 0; i += kChunk) {
+      const int64_t n = std::min(kChunk, span - i);
+      from_data_type(dt, bytes.data() + i * elem, chunk.data(), n);
+      for (int64_t j = 0; j < n; ++j) {
+        if (std::isnan(chunk[static_cast<size_t>(j)])) {
+          nan_offset = i + j;
+          break;
+        }
+      }
+    }
+  } else {
+    for_each_offset(out.shape, [&](int64_t off) {
+      double v;
+      from_data_type(dt, bytes.data() + off * elem, &v, 1);
+      if (nan_offset < 0 && std::isnan(v)) nan_offset = off;
+    });
+  }
+  if (nan_offset >= 0) {
+    label = "rejected: output not written (NaN)";
+    return "rejected: output element " + std::to_string(nan_offset) + " of " + out.name +
+           " is NaN (not written)";
+  }
+  std::vector<double> got(check_offsets_.size());
+  for (size_t i = 0; i < check_offsets_.size(); ++i) {
+    from_data_type(dt, bytes.data() + check_offsets_[i] * elem, &got[i], 1);
+  }
+  relative_error = relative_l2_error(got, reference_values_);
+  const double tolerance = relative_error_tolerance(problem_, notes);
+  if (!(relative_error <= tolerance)) {
+    label = "rejected: wrong result";
+    return "rejected: relative error " + format_g(relative_error) + " > " + format_g(tolerance) +
+           (check_offsets_.size() < static_cast<size_t>(out.shape.elements())
+                ? " (on " + std::to_string(check_offsets_.size()) + " sampled elements)"
+                : std::string());
+  }
+  return std::string();
+}
+
+Status TuneRun::evaluate(Entry& e) {
+  e.evaluated = true;
+  CandidateResult& r = e.result;
+  r.config = e.candidate.config;
+  r.notes = e.candidate.notes;
+  r.rank = e.candidate.rank;
+  std::string label, outcome;
+  if (filtered(r.config, r.notes, label, outcome)) {
+    drop(e, true, label, outcome);
+    return ok_status();
+  }
+  auto built = backend_.build(handle_, problem_, r.config);
+  if (!built.ok()) {
+    drop(e, false, "failed to build", "failed to build: " + built.status().to_string());
+    return ok_status();
+  }
+  Plan& plan = **built;
+  r.notes = plan.notes();
+  r.workspace_bytes = plan.workspace_bytes();
+  if (r.notes != e.candidate.notes && filtered(r.config, r.notes, label, outcome)) {
+    drop(e, true, label, outcome);
+    return ok_status();
+  }
+  if (r.workspace_bytes > policy_.workspace_limit) {
+    drop(e, true, "CONVPLAN_WORKSPACE_LIMIT",
+         "filtered: workspace of " + std::to_string(r.workspace_bytes) + " bytes > the limit of " +
+             std::to_string(policy_.workspace_limit) + " (CONVPLAN_WORKSPACE_LIMIT)");
+    return ok_status();
+  }
+  const std::string oom_label = "out of memory for the workspace";
+  if (oom_floor_ >= 0 && r.workspace_bytes >= oom_floor_) {
+    drop(e, false, oom_label,
+         "dropped: workspace of " + std::to_string(r.workspace_bytes) +
+             " bytes; one of " + std::to_string(oom_floor_) + " bytes could not be allocated");
+    return ok_status();
+  }
+  if (needs_execution()) {
+    CONVPLAN_RETURN_IF_ERROR(prepare_buffers());
+    Status ws = prepare_workspace(static_cast<size_t>(r.workspace_bytes));
+    if (ws.code() == StatusCode::kOutOfMemory) {
+      oom_floor_ = oom_floor_ < 0 ? r.workspace_bytes : std::min(oom_floor_, r.workspace_bytes);
+      drop(e, false, oom_label,
+           "dropped: workspace of " + std::to_string(r.workspace_bytes) +
+               " bytes could not be allocated: " + ws.message());
+      return ok_status();
+    }
+    CONVPLAN_RETURN_IF_ERROR(ws);
+    CONVPLAN_RETURN_IF_ERROR(upload_buffers());
+    const TensorPointers tensors = pointers();
+    void* workspace = workspace_.payload();
+    if (policy_.validate) {
+      Status s = plan.execute(handle_, tensors, workspace);
+      if (!s.ok()) {
+        drop(e, false, "failed to execute", "failed to execute: " + s.to_string());
+        return ok_status();
+      }
+      if (options_.after_candidate_run) {
+        options_.after_candidate_run(r.config, output().buffer.payload(), output().payload_bytes);
+      }
+      CONVPLAN_ASSIGN_OR_RETURN(std::string broken, broken_guard());
+      if (!broken.empty()) {
+        drop(e, false, "rejected: wrote past its output/workspace",
+             "rejected: wrote past its output/workspace (" + broken + ")");
+        return ok_status();
+      }
+      CONVPLAN_ASSIGN_OR_RETURN(std::string wrong, check_output(r.notes, r.relative_error, label));
+      if (!wrong.empty()) {
+        drop(e, false, label, wrong);
+        return ok_status();
+      }
+    }
+    if (policy_.mode != TuneMode::kHeuristic) {
+      const float cutoff = best_median_ > 0 ? static_cast<float>(kCutoffFactor * best_median_) : 0.0f;
+      auto times = backend_.time(plan, tensors, workspace, policy_.warmup_runs,
+                                 std::max(policy_.timed_runs, 1), flush_l2_, cutoff);
+      if (!times.ok()) {
+        drop(e, false, "failed to time", "failed to time: " + times.status().to_string());
+        return ok_status();
+      }
+      if (times->empty()) {
+        drop(e, false, "failed to time", "failed to time: the backend returned no runs");
+        return ok_status();
+      }
+      r.times_ms = *times;
+      std::vector<float> sorted = r.times_ms;
+      std::sort(sorted.begin(), sorted.end());
+      const size_t n = sorted.size();
+      r.median_ms = n % 2 == 1 ? sorted[n / 2] : 0.5 * (double{sorted[n / 2 - 1]} + sorted[n / 2]);
+      // Timing runs executed too: anything they wrote out of bounds counts the same.
+      CONVPLAN_ASSIGN_OR_RETURN(std::string broken, broken_guard());
+      if (!broken.empty()) {
+        drop(e, false, "rejected: wrote past its output/workspace",
+             "rejected: wrote past its output/workspace while timed (" + broken + ")");
+        return ok_status();
+      }
+      if (cutoff > 0 && r.times_ms.size() < static_cast<size_t>(std::max(policy_.timed_runs, 1))) {
+        drop(e, false, "slower than the timing cutoff",
+             "dropped: a run exceeded the cutoff of " + format_ms(cutoff) + " ms (" +
+                 format_ms(kCutoffFactor) + "x the best median)");
+        return ok_status();
+      }
+      if (best_median_ < 0 || r.median_ms < best_median_) best_median_ = r.median_ms;
+    }
+  }
+  if ((r.notes & kNoteRuntimeCompilation) != 0) {
+    auto json = plan.to_json();
+    if (json.ok()) {
+      e.plan_json = std::move(json).value();
+    } else if (policy_.verbose >= 2) {
+      say("no JSON for runtime-compiled " + r.config.to_string() + ": " + json.status().message());
+    }
+  }
+  r.outcome = "ok";
+  e.survived = true;
+  any_survivor_ = true;
+  return ok_status();
+}
+
+Status TuneRun::evaluate_range(size_t begin, size_t end, bool budgeted) {
+  for (size_t i = begin; i < end; ++i) {
+    if (policy_.mode == TuneMode::kHeuristic && any_survivor_) break;
+    if (budgeted && any_survivor_ && ms_since(start_) > policy_.budget_ms) {
+      if (policy_.verbose >= 1) {
+        say("budget of " + format_ms(policy_.budget_ms) + " ms spent for " +
+            problem_.to_string() + "; " + std::to_string(end - i) + " of " +
+            std::to_string(end - begin) + " candidates not tried");
+      }
+      break;
+    }
+    Entry& e = entries_[i];
+    CONVPLAN_RETURN_IF_ERROR(evaluate(e));
+    if (policy_.verbose >= 2) {
+      const CandidateResult& r = e.result;
+      std::string line = "  " + r.config.to_string() + " [" + to_string(e.source) + " rank " +
+                         std::to_string(r.rank) + "; notes " +
+                         (r.notes == 0 ? std::string("none") : notes_to_string(r.notes)) +
+                         "; workspace " + std::to_string(r.workspace_bytes) + " B]";
+      if (r.median_ms >= 0) line += " median " + format_ms(r.median_ms) + " ms";
+      if (r.relative_error >= 0) line += " error " + format_g(r.relative_error);
+      say(line + ": " + r.outcome);
+    }
+  }
+  return ok_status();
+}
+
+StatusOr<TuningRecord> TuneRun::run() {
+  CONVPLAN_ASSIGN_OR_RETURN(device_, backend_.device_of(handle_));
+  CONVPLAN_RETURN_IF_ERROR(gather_candidates());
+  CONVPLAN_RETURN_IF_ERROR(evaluate_range(0, entries_.size(), policy_.mode == TuneMode::kExhaustive));
+  if (!any_survivor_) {
+    CONVPLAN_ASSIGN_OR_RETURN(std::vector<Candidate> fallback,
+                              backend_.candidates(handle_, problem_, CandidateSource::kFallback));
+    const size_t begin = entries_.size();
+    add_candidates(fallback, CandidateSource::kFallback);
+    if (policy_.verbose >= 2 && entries_.size() > begin) {
+      say("no candidate survived; trying " + std::to_string(entries_.size() - begin) +
+          " fallback engines");
+    }
+    CONVPLAN_RETURN_IF_ERROR(evaluate_range(begin, entries_.size(), false));
+  }
+  if (!any_survivor_) {
+    const std::string why = summary_.empty() ? "the backend offered no candidate (heuristics and "
+                                               "fallback)"
+                                             : summary_.to_string();
+    return not_supported("no engine left for " + problem_.to_string() + ": " + why);
+  }
+
+  // The fastest median; among those within kTieFraction of it, the best rank (entries_ is in
+  // rank order, so the first within reach).
+  const Entry* chosen = nullptr;
+  for (const Entry& e : entries_) {
+    if (!e.survived) continue;
+    if (policy_.mode == TuneMode::kHeuristic || best_median_ < 0 ||
+        e.result.median_ms <= best_median_ * (1 + kTieFraction)) {
+      chosen = &e;
+      break;
+    }
+  }
+  if (chosen == nullptr) return internal_error("a candidate survived but none was chosen");
+
+  TuningRecord record;
+  record.device_model = device_.model_key();
+  record.problem = problem_.to_string();
+  record.policy = policy_.key();
+  record.convplan_version = convplan_version();
+  record.config = chosen->result.config;
+  record.notes = chosen->result.notes;
+  record.time_ms = chosen->result.median_ms;
+  record.workspace_bytes = chosen->result.workspace_bytes;
+  record.plan_json = chosen->plan_json;
+  record.tuned_at_unix = static_cast<int64_t>(std::time(nullptr));
+  int timed = 0;
+  for (const Entry& e : entries_) {
+    if (!e.evaluated) continue;
+    if (!e.result.times_ms.empty()) ++timed;
+    record.candidates.push_back(e.result);
+  }
+  record.tuning_ms = ms_since(start_);
+  if (policy_.verbose >= 1) {
+    say(problem_.to_string() + " [" + to_string(policy_.mode) + "]: " +
+        record.config.to_string() +
+        (record.time_ms >= 0 ? " " + format_ms(record.time_ms) + " ms" : std::string()) +
+        ", workspace " + std::to_string(record.workspace_bytes) + " B, notes " +
+        (record.notes == 0 ? std::string("none") : notes_to_string(record.notes)) + "; " +
+        std::to_string(record.candidates.size()) + " candidates, " + std::to_string(timed) +
+        " timed, in " + format_ms(record.tuning_ms) + " ms");
+  }
+  return record;
+}
+
+}  // namespace
+
+const char* to_string(CandidateSource s) {
+  switch (s) {
+    case CandidateSource::kHeuristicInstant: return "heuristic_instant";
+    case CandidateSource::kHeuristicA: return "heuristic_a";
+    case CandidateSource::kHeuristicB: return "heuristic_b";
+    case CandidateSource::kFallback: return "fallback";
+    case CandidateSource::kAllEngines: return "all_engines";
+  }
+  return "?";
+}
+
+Tuner::Tuner(std::shared_ptr<Backend> backend, TunerOptions options)
+    : backend_(std::move(backend)), options_(std::move(options)) {}
+
+StatusOr<TuningRecord> Tuner::tune(cudnnHandle_t handle, const ConvProblem& problem,
+                                   const TunePolicy& policy, DeviceAllocator* allocator) {
+  CONVPLAN_RETURN_IF_ERROR(problem.validate());
+  if (backend_ == nullptr) return invalid_argument("Tuner has no backend");
+  DeviceAllocator& alloc = allocator != nullptr ? *allocator : backend_->default_allocator(handle);
+  TuneRun run(*backend_, handle, problem, policy, options_, alloc);
+  return run.run();
+}
+
+}  // namespace convplan

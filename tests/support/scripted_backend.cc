@@ -1,1 +1,291 @@
-// placeholder: to be written
+#include "support/scripted_backend.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include "convplan/reference.h"
+
+namespace convplan::testing {
+namespace {
+
+void sleep_us(int us) {
+  if (us > 0) std::this_thread::sleep_for(std::chrono::microseconds(us));
+}
+
+int64_t span_bytes(const ConvProblem& p, const TensorShape& s) {
+  return s.span_elements() * size_of(p.data_type);
+}
+
+}  // namespace
+
+cudnnHandle_t scripted_handle(int index) {
+  return reinterpret_cast<cudnnHandle_t>(static_cast<uintptr_t>(0x10000 + 0x100 * index));
+}
+
+DeviceInfo ScriptedBackend::default_device(int ordinal) {
+  DeviceInfo d;
+  d.ordinal = ordinal;
+  d.uuid = "GPU-scripted-" + std::to_string(ordinal);
+  d.name = "Scripted GPU";
+  d.cc_major = 9;
+  d.cc_minor = 0;
+  d.sm_count = 132;
+  d.l2_bytes = 60 << 20;
+  d.memory_bytes = int64_t{80} << 30;
+  d.cudnn_version = 91900;
+  return d;
+}
+
+class ScriptedBackend::Allocator final : public DeviceAllocator {
+ public:
+  explicit Allocator(ScriptedBackend& owner) : owner_(owner) {}
+  StatusOr<void*> allocate(size_t bytes) override {
+    if (bytes == 0) return static_cast<void*>(nullptr);
+    if (bytes > owner_.allocation_limit_.load()) {
+      return out_of_memory("scripted allocation of " + std::to_string(bytes) +
+                           " bytes exceeds the limit of " +
+                           std::to_string(owner_.allocation_limit_.load()));
+    }
+    void* p = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
+    if (p == nullptr) return out_of_memory("host allocation failed");
+    ++owner_.live_allocations;
+    return p;
+  }
+  void deallocate(void* ptr, size_t) override {
+    if (ptr == nullptr) return;
+    --owner_.live_allocations;
+    std::free(ptr);
+  }
+
+ private:
+  ScriptedBackend& owner_;
+};
+
+class ScriptedBackend::ScriptedPlan final : public Plan {
+ public:
+  ScriptedPlan(ScriptedBackend& owner, cudnnHandle_t handle, const ConvProblem& problem,
+               const ScriptedEngine& engine, EngineConfig config)
+      : owner_(owner), handle_(handle), problem_(problem), engine_(engine),
+        config_(std::move(config)) {
+    ++owner_.live_plans;
+  }
+  ~ScriptedPlan() override { --owner_.live_plans; }
+
+  cudnnHandle_t handle() const override { return handle_; }
+  const EngineConfig& config() const override { return config_; }
+  NoteSet notes() const override { return engine_.notes; }
+  int64_t workspace_bytes() const override { return engine_.workspace_bytes; }
+  size_t host_bytes() const override { return 1024; }
+  StatusOr<std::string> to_json() const override { return "scripted:" + config_.to_string(); }
+
+  Status execute(cudnnHandle_t handle, const TensorPointers& t, void* workspace) override {
+    if (handle != handle_) {
+      ++owner_.foreign_handle_executions;
+      ADD_FAILURE() << "scripted plan of engine " << engine_.id << " built on handle " << handle_
+                    << " executed with handle " << handle;
+      return {StatusCode::kWrongHandle, "plan built on another handle"};
+    }
+    std::atomic<int>& busy = owner_.in_use(handle_);
+    if (busy.fetch_add(1) != 0) ++owner_.concurrent_handle_uses;
+    Status s = run(t, workspace);
+    busy.fetch_sub(1);
+    return s;
+  }
+
+  float time_per_run() const {
+    return engine_.time_for ? engine_.time_for(config_) : engine_.time_ms;
+  }
+
+ private:
+  Status run(const TensorPointers& t, void* workspace) {
+    if (engine_.behavior == EngineBehavior::kFailsToExecute) {
+      return {StatusCode::kCudnnError, "scripted engine " + std::to_string(engine_.id) +
+                                           " fails to execute"};
+    }
+    if (engine_.workspace_bytes > 0 && workspace == nullptr) {
+      return invalid_argument("scripted engine needs a workspace and got none");
+    }
+    const TensorShape xs = problem_.x_shape(), ws = problem_.w_shape(), ys = problem_.y_shape();
+    const DataType dt = problem_.data_type;
+    auto load = [&](void* p, const TensorShape& s) {
+      std::vector<double> v(static_cast<size_t>(s.span_elements()));
+      from_data_type(dt, p, v.data(), s.span_elements());
+      return v;
+    };
+    std::vector<double> x = load(t.x, xs), w = load(t.w, ws), y = load(t.y, ys);
+    CONVPLAN_RETURN_IF_ERROR(reference_convolution(problem_, x, w, y));
+    const char out = problem_.output_tensor();
+    std::vector<double>& ov = out == 'x' ? x : out == 'w' ? w : y;
+    void* op = out == 'x' ? t.x : out == 'w' ? t.w : t.y;
+    const TensorShape& os = out == 'x' ? xs : out == 'w' ? ws : ys;
+    if (engine_.behavior == EngineBehavior::kWrongResult) {
+      for (double& v : ov) v *= 1.5;
+    }
+    to_data_type(dt, ov.data(), op, os.span_elements());
+    if (engine_.behavior == EngineBehavior::kWritesPastOutput) {
+      std::memset(static_cast<char*>(op) + span_bytes(problem_, os), 0x5a, 64);
+    }
+    if (engine_.workspace_bytes > 0) {
+      std::memset(workspace, 0x33, static_cast<size_t>(engine_.workspace_bytes));
+      if (engine_.behavior == EngineBehavior::kWritesPastWorkspace) {
+        std::memset(static_cast<char*>(workspace) + engine_.workspace_bytes, 0x5a, 64);
+      }
+    }
+    ++owner_.executions;
+    return ok_status();
+  }
+
+  ScriptedBackend& owner_;
+  cudnnHandle_t handle_;
+  ConvProblem problem_;
+  const ScriptedEngine& engine_;
+  EngineConfig config_;
+};
+
+ScriptedBackend::ScriptedBackend(std::vector<ScriptedEngine> engines)
+    : engines_(std::move(engines)), allocator_(std::make_unique<Allocator>(*this)) {}
+
+ScriptedBackend::~ScriptedBackend() = default;
+
+const ScriptedEngine* ScriptedBackend::engine(int64_t id) const {
+  for (const ScriptedEngine& e : engines_) {
+    if (e.id == id) return &e;
+  }
+  return nullptr;
+}
+
+std::atomic<int>& ScriptedBackend::in_use(cudnnHandle_t handle) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& slot = in_use_[handle];
+  if (!slot) slot = std::make_unique<std::atomic<int>>(0);
+  return *slot;
+}
+
+void ScriptedBackend::set_device(cudnnHandle_t handle, DeviceInfo device) {
+  std::lock_guard<std::mutex> lock(mu_);
+  devices_[handle] = std::move(device);
+}
+
+StatusOr<DeviceInfo> ScriptedBackend::device_of(cudnnHandle_t handle) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = devices_.find(handle);
+  return it != devices_.end() ? it->second : default_device(0);
+}
+
+StatusOr<std::vector<Candidate>> ScriptedBackend::candidates(cudnnHandle_t, const ConvProblem& p,
+                                                             CandidateSource source) {
+  ++heuristic_queries;
+  sleep_us(heuristics_delay_us_);
+  std::vector<Candidate> out;
+  for (const ScriptedEngine& e : engines_) {
+    if (e.supports && !e.supports(p)) continue;
+    const bool listed = source == CandidateSource::kAllEngines ? true
+                        : source == CandidateSource::kFallback ? e.in_fallback
+                                                               : e.in_heuristics;
+    if (!listed) continue;
+    Candidate c;
+    c.config.engine_id = e.id;
+    for (const KnobInfo& k : e.knobs) c.config.knobs.push_back({k.type, k.default_value});
+    c.notes = e.notes;
+    c.rank = static_cast<int>(out.size());
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+StatusOr<std::vector<KnobInfo>> ScriptedBackend::knobs(cudnnHandle_t, const ConvProblem&,
+                                                       int64_t engine_id) {
+  const ScriptedEngine* e = engine(engine_id);
+  if (e == nullptr) return not_supported("no scripted engine " + std::to_string(engine_id));
+  return e->knobs;
+}
+
+StatusOr<std::unique_ptr<Plan>> ScriptedBackend::build(cudnnHandle_t handle, const ConvProblem& p,
+                                                       const EngineConfig& config) {
+  const ScriptedEngine* e = engine(config.engine_id);
+  if (e == nullptr || (e->supports && !e->supports(p))) {
+    return not_supported("scripted engine " + std::to_string(config.engine_id) +
+                         " does not support " + p.to_string());
+  }
+  for (const KnobChoice& k : config.knobs) {
+    bool known = false;
+    for (const KnobInfo& info : e->knobs) {
+      known = known || (info.type == k.type && k.value >= info.min_value && k.value <= info.max_value);
+    }
+    if (!known) return not_supported("knob " + std::to_string(k.type) + "=" + std::to_string(k.value));
+  }
+  if (e->behavior == EngineBehavior::kFailsToBuild) {
+    return not_supported("scripted engine " + std::to_string(e->id) + " fails to build");
+  }
+  int fail = builds_to_fail_.load();
+  while (fail > 0 && !builds_to_fail_.compare_exchange_weak(fail, fail - 1)) {
+  }
+  if (fail > 0) return Status(StatusCode::kCudnnError, "injected build failure");
+  sleep_us(build_delay_us_ * ((e->notes & kNoteRuntimeCompilation) ? 10 : 1));
+  ++builds;
+  return std::unique_ptr<Plan>(std::make_unique<ScriptedPlan>(*this, handle, p, *e, config));
+}
+
+StatusOr<std::unique_ptr<Plan>> ScriptedBackend::build_from_json(cudnnHandle_t handle,
+                                                                 const ConvProblem& p,
+                                                                 std::string_view json) {
+  constexpr std::string_view kPrefix = "scripted:";
+  if (json.substr(0, kPrefix.size()) != kPrefix) return corrupt_data("not a scripted plan");
+  CONVPLAN_ASSIGN_OR_RETURN(EngineConfig config, EngineConfig::parse(json.substr(kPrefix.size())));
+  const ScriptedEngine* e = engine(config.engine_id);
+  if (e == nullptr) return not_supported("no scripted engine " + std::to_string(config.engine_id));
+  ++json_builds;
+  return std::unique_ptr<Plan>(std::make_unique<ScriptedPlan>(*this, handle, p, *e, config));
+}
+
+DeviceAllocator& ScriptedBackend::default_allocator(cudnnHandle_t) { return *allocator_; }
+
+Status ScriptedBackend::copy_to_device(cudnnHandle_t, void* dst, const void* src, size_t bytes) {
+  std::memcpy(dst, src, bytes);
+  return ok_status();
+}
+
+Status ScriptedBackend::copy_to_host(cudnnHandle_t, void* dst, const void* src, size_t bytes) {
+  std::memcpy(dst, src, bytes);
+  return ok_status();
+}
+
+Status ScriptedBackend::fill(cudnnHandle_t, void* dst, uint8_t byte, size_t bytes) {
+  std::memset(dst, byte, bytes);
+  return ok_status();
+}
+
+StatusOr<std::vector<float>> ScriptedBackend::time(Plan& plan, const TensorPointers&, void*,
+                                                   int, int runs, bool, float cutoff_ms) {
+  ++timings;
+  auto* sp = dynamic_cast<ScriptedPlan*>(&plan);
+  if (sp == nullptr) return invalid_argument("not a scripted plan");
+  std::vector<float> times;
+  for (int i = 0; i < runs; ++i) {
+    times.push_back(sp->time_per_run());
+    if (cutoff_ms > 0 && times.back() > cutoff_ms) break;
+  }
+  return times;
+}
+
+std::vector<ScriptedEngine> basic_engines() {
+  std::vector<ScriptedEngine> e(4);
+  e[0].id = 0;
+  e[0].time_ms = 3;
+  e[1].id = 1;
+  e[1].time_ms = 1;
+  e[1].workspace_bytes = 1 << 20;
+  e[2].id = 2;
+  e[2].time_ms = 2;
+  e[3].id = 9;
+  e[3].time_ms = 5;
+  e[3].in_heuristics = false;
+  e[3].in_fallback = true;
+  return e;
+}
+
+}  // namespace convplan::testing

@@ -1,0 +1,122 @@
+// ScriptedBackend: a Backend for CI, without a GPU. "Device memory" is host memory; engines are
+// scripted (their notes, workspace, reported time, and behaviour: correct, wrong, writing past
+// their buffers, failing), and correct engines compute with the float64 reference, so the tuner's
+// validation and the cache's results are real. Every plan models a handle-bound cuDNN engine: it
+// records the handle it was built with, and a call with another handle fails the running test
+// (ADD_FAILURE) and is counted.
+//
+// Thread-safe. Counters are atomics, read them after the threads have joined.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "convplan/backend.h"
+
+namespace convplan::testing {
+
+// A fake handle value: distinct, non-null, never dereferenced.
+cudnnHandle_t scripted_handle(int index);
+
+enum class EngineBehavior {
+  kCorrect,
+  kWrongResult,        // computes, then scales the output by 1.5
+  kWritesPastOutput,   // correct, but also writes 64 bytes after the output's span
+  kWritesPastWorkspace,// correct, but writes 64 bytes after its workspace
+  kFailsToBuild,       // build() returns kNotSupported
+  kFailsToExecute,     // execute() returns kCudnnError
+};
+
+struct ScriptedEngine {
+  int64_t id = 0;
+  NoteSet notes = 0;
+  int64_t workspace_bytes = 0;
+  float time_ms = 1.0f;  // what time() reports for each run
+  EngineBehavior behavior = EngineBehavior::kCorrect;
+  bool in_heuristics = true;  // listed by the heuristic modes (in the order of the script)
+  bool in_fallback = false;   // listed by kFallback
+  std::vector<KnobInfo> knobs;  // offered knobs, for exhaustive search
+  // Time per run for a given knob choice, when it depends on knobs; else time_ms.
+  std::function<float(const EngineConfig&)> time_for;
+  // Which problems it supports; null: all.
+  std::function<bool(const ConvProblem&)> supports;
+};
+
+class ScriptedBackend final : public Backend {
+ public:
+  explicit ScriptedBackend(std::vector<ScriptedEngine> engines);
+  ~ScriptedBackend() override;
+
+  // --- Backend ---
+  std::string name() const override { return "scripted"; }
+  StatusOr<DeviceInfo> device_of(cudnnHandle_t handle) override;
+  StatusOr<std::vector<Candidate>> candidates(cudnnHandle_t handle, const ConvProblem& problem,
+                                              CandidateSource source) override;
+  StatusOr<std::vector<KnobInfo>> knobs(cudnnHandle_t handle, const ConvProblem& problem,
+                                        int64_t engine_id) override;
+  StatusOr<std::unique_ptr<Plan>> build(cudnnHandle_t handle, const ConvProblem& problem,
+                                        const EngineConfig& config) override;
+  StatusOr<std::unique_ptr<Plan>> build_from_json(cudnnHandle_t handle, const ConvProblem& problem,
+                                                  std::string_view json) override;
+  DeviceAllocator& default_allocator(cudnnHandle_t handle) override;
+  Status copy_to_device(cudnnHandle_t, void* dst, const void* src, size_t bytes) override;
+  Status copy_to_host(cudnnHandle_t, void* dst, const void* src, size_t bytes) override;
+  Status fill(cudnnHandle_t, void* dst, uint8_t byte, size_t bytes) override;
+  StatusOr<std::vector<float>> time(Plan& plan, const TensorPointers& tensors, void* workspace,
+                                    int warmup, int runs, bool flush_l2, float cutoff_ms) override;
+
+  // --- Script controls ---
+  // The device a handle is on (default: device 0, "Scripted GPU", sm90, 132 SMs).
+  void set_device(cudnnHandle_t handle, DeviceInfo device);
+  static DeviceInfo default_device(int ordinal = 0);
+  // Allocations larger than this fail with kOutOfMemory (default: unlimited).
+  void set_allocation_limit(size_t bytes) { allocation_limit_ = bytes; }
+  // The next `count` build() calls fail with kCudnnError ("injected").
+  void fail_next_builds(int count) { builds_to_fail_ = count; }
+  // Each build() sleeps this long (models plan finalize; runtime-compiled engines sleep 10x).
+  void set_build_delay_us(int us) { build_delay_us_ = us; }
+  // Each candidates() call sleeps this long (models the heuristics query).
+  void set_heuristics_delay_us(int us) { heuristics_delay_us_ = us; }
+
+  // --- Counters ---
+  std::atomic<int64_t> heuristic_queries{0};
+  std::atomic<int64_t> builds{0};       // successful build() calls
+  std::atomic<int64_t> json_builds{0};  // successful build_from_json() calls
+  std::atomic<int64_t> executions{0};   // plan executions that ran
+  std::atomic<int64_t> timings{0};      // time() calls
+  std::atomic<int64_t> foreign_handle_executions{0};  // must stay 0
+  std::atomic<int64_t> concurrent_handle_uses{0};     // two threads in one handle at once
+  std::atomic<int64_t> live_plans{0};
+  std::atomic<int64_t> live_allocations{0};
+
+  const ScriptedEngine* engine(int64_t id) const;
+
+ private:
+  class Allocator;
+  class ScriptedPlan;
+  friend class ScriptedPlan;
+
+  std::vector<ScriptedEngine> engines_;
+  std::unique_ptr<Allocator> allocator_;
+  std::mutex mu_;
+  std::map<cudnnHandle_t, DeviceInfo> devices_;  // GUARDED_BY(mu_)
+  std::map<cudnnHandle_t, std::unique_ptr<std::atomic<int>>> in_use_;  // GUARDED_BY(mu_)
+  std::atomic<size_t> allocation_limit_{SIZE_MAX};
+  std::atomic<int> builds_to_fail_{0};
+  std::atomic<int> build_delay_us_{0};
+  std::atomic<int> heuristics_delay_us_{0};
+
+  std::atomic<int>& in_use(cudnnHandle_t handle);
+};
+
+// A small engine list most tests start from: three correct engines (ids 0, 1, 2; times 3, 1, 2
+// ms; workspace 0, 1 MiB, 0) and a fallback-only engine 9.
+std::vector<ScriptedEngine> basic_engines();
+
+}  // namespace convplan::testing

@@ -1,0 +1,864 @@
+// The tuner on the scripted backend: candidate lists per mode, every filter, validation against
+// the float64 reference (wrong results, unwritten outputs, writes past buffers), timing and the
+// choice, workspace out-of-memory, fallback and the error when nothing is left.
+#include "convplan/tuner.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "convplan/reference.h"
+#include "support/scripted_backend.h"
+
+namespace convplan {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+using testing::basic_engines;
+using testing::EngineBehavior;
+using testing::scripted_handle;
+using testing::ScriptedBackend;
+using testing::ScriptedEngine;
+
+ConvProblem small_problem(Direction d = Direction::kForward, DataType t = DataType::kFloat,
+                          Layout layout = Layout::kChannelsFirst) {
+  ConvProblem p;
+  p.direction = d;
+  p.n = 2;
+  p.c = 4;
+  p.k = 6;
+  p.input = {5, 5, 1};
+  p.filter = {3, 3, 1};
+  p.pad_before = {1, 1, 0};
+  p.pad_after = {1, 1, 0};
+  p.layout = layout;
+  return ConvProblem::with_data_type(p, t);
+}
+
+// Forwards to a ScriptedBackend and lets a test act on a candidate's buffers just before it
+// executes (the scripted backend's "device memory" is host memory).
+class InterceptingBackend final : public Backend {
+ public:
+  explicit InterceptingBackend(std::shared_ptr<ScriptedBackend> inner) : inner_(std::move(inner)) {}
+
+  std::function<void(const Plan&, const TensorPointers&, void* workspace)> before_execute;
+
+  std::string name() const override { return "intercepting"; }
+  StatusOr<DeviceInfo> device_of(cudnnHandle_t h) override { return inner_->device_of(h); }
+  StatusOr<std::vector<Candidate>> candidates(cudnnHandle_t h, const ConvProblem& p,
+                                              CandidateSource s) override {
+    return inner_->candidates(h, p, s);
+  }
+  StatusOr<std::vector<KnobInfo>> knobs(cudnnHandle_t h, const ConvProblem& p, int64_t id) override {
+    return inner_->knobs(h, p, id);
+  }
+  StatusOr<std::unique_ptr<Plan>> build(cudnnHandle_t h, const ConvProblem& p,
+                                        const EngineConfig& c) override {
+    auto plan = inner_->build(h, p, c);
+    if (!plan.ok()) return plan.status();
+    return std::unique_ptr<Plan>(std::make_unique<WrappedPlan>(*this, std::move(plan).value()));
+  }
+  StatusOr<std::unique_ptr<Plan>> build_from_json(cudnnHandle_t h, const ConvProblem& p,
+                                                  std::string_view json) override {
+    return inner_->build_from_json(h, p, json);
+  }
+  DeviceAllocator& default_allocator(cudnnHandle_t h) override { return inner_->default_allocator(h); }
+  Status copy_to_device(cudnnHandle_t h, void* d, const void* s, size_t n) override {
+    return inner_->copy_to_device(h, d, s, n);
+  }
+  Status copy_to_host(cudnnHandle_t h, void* d, const void* s, size_t n) override {
+    return inner_->copy_to_host(h, d, s, n);
+  }
+  Status fill(cudnnHandle_t h, void* d, uint8_t b, size_t n) override { return inner_->fill(h, d, b, n); }
+  StatusOr<std::vector<float>> time(Plan& plan, const TensorPointers& t, void* ws, int warmup,
+                                    int runs, bool flush_l2, float cutoff) override {
+    return inner_->time(static_cast<WrappedPlan&>(plan).inner(), t, ws, warmup, runs, flush_l2, cutoff);
+  }
+
+ private:
+  class WrappedPlan final : public Plan {
+   public:
+    WrappedPlan(InterceptingBackend& owner, std::unique_ptr<Plan> inner)
+        : owner_(owner), inner_(std::move(inner)) {}
+    Plan& inner() { return *inner_; }
+    cudnnHandle_t handle() const override { return inner_->handle(); }
+    const EngineConfig& config() const override { return inner_->config(); }
+    NoteSet notes() const override { return inner_->notes(); }
+    int64_t workspace_bytes() const override { return inner_->workspace_bytes(); }
+    size_t host_bytes() const override { return inner_->host_bytes(); }
+    StatusOr<std::string> to_json() const override { return inner_->to_json(); }
+    Status execute(cudnnHandle_t h, const TensorPointers& t, void* ws) override {
+      if (owner_.before_execute) owner_.before_execute(*this, t, ws);
+      return inner_->execute(h, t, ws);
+    }
+
+   private:
+    InterceptingBackend& owner_;
+    std::unique_ptr<Plan> inner_;
+  };
+
+  std::shared_ptr<ScriptedBackend> inner_;
+};
+
+// Records what it hands out, so a test can tell whether a pointer lies in one of its buffers.
+class RecordingAllocator final : public DeviceAllocator {
+ public:
+  explicit RecordingAllocator(DeviceAllocator& inner) : inner_(inner) {}
+  StatusOr<void*> allocate(size_t bytes) override {
+    auto p = inner_.allocate(bytes);
+    if (p.ok() && *p != nullptr) {
+      std::lock_guard<std::mutex> lock(mu_);
+      live_[static_cast<char*>(*p)] = bytes;
+      ++allocations_;
+    }
+    return p;
+  }
+  void deallocate(void* ptr, size_t bytes) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      live_.erase(static_cast<char*>(ptr));
+    }
+    inner_.deallocate(ptr, bytes);
+  }
+  bool owns(const void* p) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    const char* c = static_cast<const char*>(p);
+    for (const auto& [base, bytes] : live_) {
+      if (c >= base && c < base + bytes) return true;
+    }
+    return false;
+  }
+  size_t live() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return live_.size();
+  }
+  int allocations() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return allocations_;
+  }
+
+ private:
+  DeviceAllocator& inner_;
+  mutable std::mutex mu_;
+  std::map<char*, size_t> live_;
+  int allocations_ = 0;
+};
+
+class TunerTest : public ::testing::Test {
+ protected:
+  void use_engines(std::vector<ScriptedEngine> engines) {
+    backend_ = std::make_shared<ScriptedBackend>(std::move(engines));
+  }
+  StatusOr<TuningRecord> tune(const ConvProblem& problem, TunerOptions options = {},
+                              DeviceAllocator* allocator = nullptr) {
+    Tuner tuner(backend_, std::move(options));
+    return tuner.tune(handle_, problem, policy_, allocator);
+  }
+  // Tunes and expects success; the record, or an empty one after a failure was reported.
+  TuningRecord tune_ok(const ConvProblem& problem, TunerOptions options = {}) {
+    auto r = tune(problem, std::move(options));
+    EXPECT_TRUE(r.ok()) << r.status().to_string();
+    return r.ok() ? *r : TuningRecord{};
+  }
+  static const CandidateResult* candidate(const TuningRecord& r, int64_t engine_id) {
+    for (const CandidateResult& c : r.candidates) {
+      if (c.config.engine_id == engine_id) return &c;
+    }
+    return nullptr;
+  }
+  static std::string outcome(const TuningRecord& r, int64_t engine_id) {
+    const CandidateResult* c = candidate(r, engine_id);
+    return c == nullptr ? "<not a candidate>" : c->outcome;
+  }
+
+  std::shared_ptr<ScriptedBackend> backend_ = std::make_shared<ScriptedBackend>(basic_engines());
+  cudnnHandle_t handle_ = scripted_handle(0);
+  TunePolicy policy_;  // limited by default
+};
+
+// ---- Choosing ----
+
+TEST_F(TunerTest, LimitedModeChoosesTheFastestValidatedCandidate) {
+  const ConvProblem p = small_problem();
+  const TuningRecord r = tune_ok(p);
+  EXPECT_EQ(r.config.engine_id, 1);
+  EXPECT_FLOAT_EQ(r.time_ms, 1.0f);
+  EXPECT_EQ(r.workspace_bytes, 1 << 20);
+  ASSERT_EQ(r.candidates.size(), 3u);  // A and B list the same engines: deduplicated
+  for (const CandidateResult& c : r.candidates) {
+    EXPECT_EQ(c.outcome, "ok") << c.config.to_string();
+    EXPECT_EQ(c.times_ms.size(), static_cast<size_t>(policy_.timed_runs));
+    EXPECT_GE(c.relative_error, 0);
+    EXPECT_LE(c.relative_error, relative_error_tolerance(p, c.notes));
+  }
+  EXPECT_EQ(candidate(r, 0)->rank, 0);
+  EXPECT_EQ(candidate(r, 2)->rank, 2);
+  EXPECT_EQ(backend_->live_allocations.load(), 0);
+  EXPECT_EQ(backend_->live_plans.load(), 0);
+}
+
+TEST_F(TunerTest, RecordCarriesItsKeyParts) {
+  const ConvProblem p = small_problem();
+  const TuningRecord r = tune_ok(p);
+  EXPECT_EQ(r.key(), record_key(ScriptedBackend::default_device(0), p, policy_));
+  EXPECT_EQ(r.problem, p.to_string());
+  EXPECT_EQ(r.policy, policy_.key());
+  EXPECT_EQ(r.convplan_version, convplan_version());
+  EXPECT_GT(r.tuned_at_unix, 1600000000);
+  EXPECT_GT(r.tuning_ms, 0);
+  EXPECT_TRUE(r.plan_json.empty());  // no runtime-compiled engine
+}
+
+TEST_F(TunerTest, NearTieGoesToTheBetterHeuristicRank) {
+  std::vector<ScriptedEngine> e(2);
+  e[0].id = 4;
+  e[0].time_ms = 1.015f;  // within 2% of the fastest
+  e[1].id = 8;
+  e[1].time_ms = 1.0f;
+  use_engines(e);
+  EXPECT_EQ(tune_ok(small_problem()).config.engine_id, 4);
+
+  e[0].time_ms = 1.05f;  // clearly slower
+  use_engines(e);
+  EXPECT_EQ(tune_ok(small_problem()).config.engine_id, 8);
+}
+
+TEST_F(TunerTest, HeuristicModeTakesTheFirstCandidateAndTimesNothing) {
+  policy_.mode = TuneMode::kHeuristic;
+  const TuningRecord r = tune_ok(small_problem());
+  EXPECT_EQ(r.config.engine_id, 0);
+  EXPECT_EQ(r.time_ms, -1);
+  EXPECT_EQ(backend_->timings.load(), 0);
+  ASSERT_EQ(r.candidates.size(), 1u);
+  EXPECT_GE(r.candidates[0].relative_error, 0);  // validated all the same
+}
+
+TEST_F(TunerTest, HeuristicModeWithoutValidationExecutesNothing) {
+  policy_.mode = TuneMode::kHeuristic;
+  policy_.validate = false;
+  const TuningRecord r = tune_ok(small_problem());
+  EXPECT_EQ(r.config.engine_id, 0);
+  EXPECT_EQ(backend_->executions.load(), 0);
+  EXPECT_EQ(backend_->timings.load(), 0);
+}
+
+TEST_F(TunerTest, HeuristicModeSkipsCandidatesThatFailToBuildOrAreWrong) {
+  auto e = basic_engines();
+  e[0].behavior = EngineBehavior::kFailsToBuild;
+  e[1].behavior = EngineBehavior::kWrongResult;
+  use_engines(e);
+  policy_.mode = TuneMode::kHeuristic;
+  const TuningRecord r = tune_ok(small_problem());
+  EXPECT_EQ(r.config.engine_id, 2);
+  EXPECT_THAT(outcome(r, 0), StartsWith("failed to build"));
+  EXPECT_THAT(outcome(r, 1), StartsWith("rejected: relative error"));
+  EXPECT_EQ(backend_->timings.load(), 0);
+}
+
+TEST_F(TunerTest, LimitedModeLeavesOutEnginesTheHeuristicsDoNotList) {
+  auto e = basic_engines();
+  ScriptedEngine hidden;
+  hidden.id = 20;
+  hidden.time_ms = 0.1f;
+  hidden.in_heuristics = false;
+  e.push_back(hidden);
+  use_engines(e);
+  const TuningRecord r = tune_ok(small_problem());
+  EXPECT_EQ(r.config.engine_id, 1);
+  EXPECT_EQ(candidate(r, 20), nullptr);
+  EXPECT_EQ(candidate(r, 9), nullptr);  // fallback only
+}
+
+TEST_F(TunerTest, SlowCandidateStopsAtTheCutoff) {
+  std::vector<ScriptedEngine> e(2);
+  e[0].id = 0;
+  e[0].time_ms = 1;
+  e[1].id = 1;
+  e[1].time_ms = 10;  // > 4x the best so far
+  use_engines(e);
+  const TuningRecord r = tune_ok(small_problem());
+  EXPECT_EQ(r.config.engine_id, 0);
+  EXPECT_EQ(candidate(r, 1)->times_ms.size(), 1u);
+  EXPECT_THAT(outcome(r, 1), HasSubstr("cutoff"));
+}
+
+TEST_F(TunerTest, WorksForEveryDirectionTypeAndLayout) {
+  for (Direction d : {Direction::kForward, Direction::kBackwardData, Direction::kBackwardFilter}) {
+    for (DataType t : {DataType::kFloat, DataType::kHalf, DataType::kBFloat16, DataType::kDouble}) {
+      for (Layout l : {Layout::kChannelsFirst, Layout::kChannelsLast}) {
+        auto e = basic_engines();
+        e[1].behavior = EngineBehavior::kWrongResult;
+        use_engines(e);
+        const ConvProblem p = small_problem(d, t, l);
+        const TuningRecord r = tune_ok(p);
+        EXPECT_EQ(r.config.engine_id, 2) << p.to_string();
+        EXPECT_THAT(outcome(r, 1), StartsWith("rejected: relative error")) << p.to_string();
+      }
+    }
+  }
+}
+
+TEST_F(TunerTest, StridedLayoutGapsAreNotTakenForUnwrittenElements) {
+  ConvProblem p = small_problem();
+  p.layout = Layout::kExplicit;
+  // Packed NCHW strides with every tensor's batch stride padded by 7 elements.
+  auto strides = [](TensorShape s) {
+    TensorStrides st{};
+    int64_t acc = 1;
+    for (int d = s.rank - 1; d >= 1; --d) {
+      st[d] = acc;
+      acc *= s.dims[d];
+    }
+    st[0] = acc + 7;
+    return st;
+  };
+  ConvProblem packed = small_problem();
+  p.x_strides = strides(packed.x_shape());
+  p.w_strides = strides(packed.w_shape());
+  p.y_strides = strides(packed.y_shape());
+  ASSERT_TRUE(p.validate().ok()) << p.validate().to_string();
+  ASSERT_GT(p.y_shape().span_elements(), p.y_shape().elements());
+  const TuningRecord r = tune_ok(p);
+  EXPECT_EQ(r.config.engine_id, 1);
+  for (const CandidateResult& c : r.candidates) EXPECT_EQ(c.outcome, "ok");
+}
+
+// ---- Validation ----
+
+TEST_F(TunerTest, WrongCandidateIsRejectedEvenWhenFastest) {
+  auto e = basic_engines();
+  e[1].behavior = EngineBehavior::kWrongResult;  // 1 ms, the fastest
+  use_engines(e);
+  const TuningRecord r = tune_ok(small_problem());
+  EXPECT_EQ(r.config.engine_id, 2);
+  EXPECT_THAT(outcome(r, 1), StartsWith("rejected: relative error"));
+  EXPECT_GT(candidate(r, 1)->relative_error, 0.1);
+  EXPECT_TRUE(candidate(r, 1)->times_ms.empty());  // never timed
+}
+
+TEST_F(TunerTest, WithoutValidationTheWrongFastestCandidateWins) {
+  // The counterpart of the test above: what validation protects against.
+  auto e = basic_engines();
+  e[1].behavior = EngineBehavior::kWrongResult;
+  use_engines(e);
+  policy_.validate = false;
+  const TuningRecord r = tune_ok(small_problem());
+  EXPECT_EQ(r.config.engine_id, 1);
+  EXPECT_EQ(candidate(r, 1)->relative_error, -1);
+}
+
+TEST_F(TunerTest, WrongCandidateIsRejectedAgainstTheSampledReference) {
+  auto e = basic_engines();
+  e[1].behavior = EngineBehavior::kWrongResult;
+  use_engines(e);
+  TunerOptions options;
+  options.reference_max_flops = 0;  // every problem is "large": sampled reference
+  for (Direction d : {Direction::kForward, Direction::kBackwardData, Direction::kBackwardFilter}) {
+    ConvProblem p = small_problem(d, DataType::kBFloat16, Layout::kChannelsLast);
+    p.n = 4;
+    p.input = {20, 20, 1};  // more output elements than the sample for fwd and bwd_data
+    const TuningRecord r = tune_ok(p, options);
+    EXPECT_EQ(r.config.engine_id, 2) << p.to_string();
+    EXPECT_THAT(outcome(r, 1), StartsWith("rejected: relative error")) << p.to_string();
+    EXPECT_EQ(outcome(r, 0), "ok") << p.to_string();
+  }
+}
+
+TEST_F(TunerTest, WritesPastTheOutputAreCaughtByGuardBytes) {
+  auto e = basic_engines();
+  e[1].behavior = EngineBehavior::kWritesPastOutput;
+  use_engines(e);
+  for (Direction d : {Direction::kForward, Direction::kBackwardData, Direction::kBackwardFilter}) {
+    const TuningRecord r = tune_ok(small_problem(d));
+    EXPECT_EQ(r.config.engine_id, 2);
+    EXPECT_THAT(outcome(r, 1), StartsWith("rejected: wrote past its output/workspace"));
+    EXPECT_THAT(outcome(r, 1), HasSubstr(std::string("after ") + small_problem(d).output_tensor()));
+    EXPECT_EQ(outcome(r, 2), "ok");  // the next candidate is not blamed for the damage
+  }
+}
+
+TEST_F(TunerTest, WritesPastTheWorkspaceAreCaughtByGuardBytes) {
+  auto e = basic_engines();
+  e[1].behavior = EngineBehavior::kWritesPastWorkspace;
+  use_engines(e);
+  const TuningRecord r = tune_ok(small_problem());
+  EXPECT_EQ(r.config.engine_id, 2);
+  EXPECT_THAT(outcome(r, 1), StartsWith("rejected: wrote past its output/workspace"));
+  EXPECT_THAT(outcome(r, 1), HasSubstr("workspace"));
+}
+
+TEST_F(TunerTest, AfterCandidateRunHookCanMakeAnEngineWrong) {
+  TunerOptions options;
+  int calls = 0;
+  options.after_candidate_run = [&](const EngineConfig& c, void* out, size_t bytes) {
+    ++calls;
+    if (c.engine_id == 1) std::memset(out, 0, bytes);  // zeros: relative error 1
+  };
+  const TuningRecord r = tune_ok(small_problem(), options);
+  EXPECT_EQ(calls, 3);
+  EXPECT_EQ(r.config.engine_id, 2);
+  EXPECT_THAT(outcome(r, 1), StartsWith("rejected: relative error 1 >"));
+}
+
+TEST_F(TunerTest, UnwrittenOutputElementIsRejected) {
+  TunerOptions options;
+  options.after_candidate_run = [&](const EngineConfig& c, void* out, size_t bytes) {
+    if (c.engine_id == 1) std::memset(static_cast<char*>(out) + bytes - 4, 0xFF, 4);  // last one
+  };
+  const ConvProblem p = small_problem();
+  const TuningRecord r = tune_ok(p, options);
+  EXPECT_EQ(r.config.engine_id, 2);
+  EXPECT_THAT(outcome(r, 1), HasSubstr("element " + std::to_string(p.y_shape().elements() - 1)));
+  EXPECT_THAT(outcome(r, 1), HasSubstr("NaN (not written)"));
+}
+
+TEST_F(TunerTest, OutputIsPoisonedBeforeEachValidationRun) {
+  auto backend = std::make_shared<InterceptingBackend>(backend_);
+  const ConvProblem p = small_problem();
+  int runs = 0, poisoned = 0;
+  backend->before_execute = [&](const Plan&, const TensorPointers& t, void*) {
+    ++runs;
+    const float* y = static_cast<const float*>(t.y);
+    bool all_nan = true;
+    for (int64_t i = 0; i < p.y_shape().elements(); ++i) all_nan = all_nan && std::isnan(y[i]);
+    poisoned += all_nan;
+  };
+  Tuner tuner(backend);
+  ASSERT_TRUE(tuner.tune(handle_, p, policy_).ok());
+  EXPECT_EQ(runs, 3);
+  EXPECT_EQ(poisoned, 3);
+}
+
+TEST_F(TunerTest, BetaAccumulationIsCheckedOnScratchBuffers) {
+  auto backend = std::make_shared<InterceptingBackend>(backend_);
+  ConvProblem p = small_problem();
+  p.beta = 1.0;
+  p.alpha = 0.5;
+  RecordingAllocator allocator(backend_->default_allocator(handle_));
+  std::vector<float> caller_y(static_cast<size_t>(p.y_shape().span_elements()), 42.0f);
+  std::vector<std::vector<float>> initial_outputs;
+  backend->before_execute = [&](const Plan& plan, const TensorPointers& t, void* ws) {
+    EXPECT_TRUE(allocator.owns(t.x) && allocator.owns(t.w) && allocator.owns(t.y));
+    EXPECT_TRUE(allocator.owns(ws));
+    EXPECT_NE(t.y, caller_y.data());
+    float* y = static_cast<float*>(t.y);
+    initial_outputs.emplace_back(y, y + p.y_shape().elements());
+    // Engine 1 "forgets" beta: it sees a zeroed output, so it writes alpha * conv only.
+    if (plan.config().engine_id == 1) std::fill(y, y + p.y_shape().elements(), 0.0f);
+  };
+  Tuner tuner(backend);
+  auto r = tuner.tune(handle_, p, policy_, &allocator);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->config.engine_id, 2);
+  EXPECT_THAT(outcome(*r, 1), StartsWith("rejected: relative error"));
+  EXPECT_EQ(outcome(*r, 0), "ok");
+  // Every validation run started from the same random output, none of it poison.
+  ASSERT_EQ(initial_outputs.size(), 3u);
+  for (const auto& out : initial_outputs) {
+    EXPECT_EQ(out, initial_outputs[0]);
+    for (float v : out) ASSERT_FALSE(std::isnan(v));
+  }
+  EXPECT_NE(initial_outputs[0], std::vector<float>(initial_outputs[0].size(), 0.0f));
+  EXPECT_EQ(caller_y, std::vector<float>(caller_y.size(), 42.0f));
+  EXPECT_GT(allocator.allocations(), 0);
+  EXPECT_EQ(allocator.live(), 0u);
+}
+
+TEST_F(TunerTest, InputDataIsFreshForEachTune) {
+  auto backend = std::make_shared<InterceptingBackend>(backend_);
+  const ConvProblem p = small_problem();
+  std::vector<std::vector<float>> inputs;
+  backend->before_execute = [&](const Plan&, const TensorPointers& t, void*) {
+    const float* x = static_cast<const float*>(t.x);
+    inputs.emplace_back(x, x + p.x_shape().elements());
+  };
+  policy_.mode = TuneMode::kHeuristic;
+  Tuner tuner(backend);
+  ASSERT_TRUE(tuner.tune(handle_, p, policy_).ok());
+  ASSERT_TRUE(tuner.tune(handle_, p, policy_).ok());
+  ASSERT_EQ(inputs.size(), 2u);
+  EXPECT_NE(inputs[0], inputs[1]);
+  for (float v : inputs[0]) {
+    EXPECT_GE(v, -1.0f);
+    EXPECT_LE(v, 1.0f);
+  }
+}
+
+TEST_F(TunerTest, CandidateThatFailsToExecuteIsDropped) {
+  auto e = basic_engines();
+  e[1].behavior = EngineBehavior::kFailsToExecute;
+  use_engines(e);
+  const TuningRecord r = tune_ok(small_problem());
+  EXPECT_EQ(r.config.engine_id, 2);
+  EXPECT_THAT(outcome(r, 1), StartsWith("failed to execute"));
+}
+
+// ---- Filters ----
+
+TEST_F(TunerTest, TensorCoresAreFilteredForFp32WhenNotAllowed) {
+  auto e = basic_engines();
+  e[1].notes = kNoteTensorCore;
+  e[2].notes = kNoteDownConvertInputs;
+  use_engines(e);
+  ConvProblem p = small_problem();
+  p.allow_tensor_cores = false;
+  const TuningRecord r = tune_ok(p);
+  EXPECT_EQ(r.config.engine_id, 0);
+  EXPECT_THAT(outcome(r, 1), StartsWith("filtered: tensor cores"));
+  EXPECT_THAT(outcome(r, 2), StartsWith("filtered: tensor cores"));
+  EXPECT_EQ(backend_->builds.load(), 1);  // filtered before building
+
+  p.allow_tensor_cores = true;
+  EXPECT_EQ(tune_ok(p).config.engine_id, 1);
+}
+
+TEST_F(TunerTest, TensorCoreFlagDoesNotFilterHalfPrecision) {
+  auto e = basic_engines();
+  e[1].notes = kNoteTensorCore;
+  use_engines(e);
+  ConvProblem p = small_problem(Direction::kForward, DataType::kHalf);
+  p.allow_tensor_cores = false;
+  EXPECT_EQ(tune_ok(p).config.engine_id, 1);
+}
+
+TEST_F(TunerTest, DeterministicPolicyFiltersNonDeterministicEngines) {
+  auto e = basic_engines();
+  e[1].notes = kNoteNonDeterministic;
+  use_engines(e);
+  policy_.deterministic = true;
+  const TuningRecord r = tune_ok(small_problem());
+  EXPECT_EQ(r.config.engine_id, 2);
+  EXPECT_THAT(outcome(r, 1), HasSubstr("CONVPLAN_DETERMINISTIC"));
+  policy_.deterministic = false;
+  EXPECT_EQ(tune_ok(small_problem()).config.engine_id, 1);
+}
+
+TEST_F(TunerTest, ForbiddenNotesFilterEngines) {
+  auto e = basic_engines();
+  e[1].notes = kNoteFft;
+  e[2].notes = kNoteWinograd | kNoteTensorCore;
+  use_engines(e);
+  policy_.forbidden_notes = kNoteFft | kNoteWinograd;
+  const TuningRecord r = tune_ok(small_problem());
+  EXPECT_EQ(r.config.engine_id, 0);
+  EXPECT_EQ(outcome(r, 1), "filtered: notes fft forbidden (CONVPLAN_FORBIDDEN_NOTES)");
+  EXPECT_EQ(outcome(r, 2), "filtered: notes winograd forbidden (CONVPLAN_FORBIDDEN_NOTES)");
+}
+
+TEST_F(TunerTest, RuntimeCompiledEnginesCanBeForbiddenAndKeepTheirPlanJson) {
+  auto e = basic_engines();
+  e[1].notes = kNoteRuntimeCompilation;
+  use_engines(e);
+  const TuningRecord with = tune_ok(small_problem());
+  EXPECT_EQ(with.config.engine_id, 1);
+  EXPECT_EQ(with.plan_json, "scripted:eng1");
+
+  policy_.allow_runtime_compilation = false;
+  const TuningRecord without = tune_ok(small_problem());
+  EXPECT_EQ(without.config.engine_id, 2);
+  EXPECT_TRUE(without.plan_json.empty());
+  EXPECT_THAT(outcome(without, 1), HasSubstr("runtime compilation not allowed"));
+}
+
+TEST_F(TunerTest, DisabledEnginesApplyToTheirDirectionOnly) {
+  policy_.disabled_fwd = {{1, {}}};
+  TuningRecord r = tune_ok(small_problem(Direction::kForward));
+  EXPECT_EQ(r.config.engine_id, 2);
+  EXPECT_EQ(outcome(r, 1),
+            "filtered: engine 1 disabled by CONVPLAN_DISABLED_FWD_ENGINES (rule eng1)");
+  EXPECT_EQ(tune_ok(small_problem(Direction::kBackwardData)).config.engine_id, 1);
+  EXPECT_EQ(tune_ok(small_problem(Direction::kBackwardFilter)).config.engine_id, 1);
+
+  policy_ = TunePolicy{};
+  policy_.disabled_bwd_data = {{1, {}}};
+  EXPECT_EQ(tune_ok(small_problem(Direction::kForward)).config.engine_id, 1);
+  r = tune_ok(small_problem(Direction::kBackwardData));
+  EXPECT_EQ(r.config.engine_id, 2);
+  EXPECT_THAT(outcome(r, 1), HasSubstr("CONVPLAN_DISABLED_BWD_DATA_ENGINES"));
+
+  policy_ = TunePolicy{};
+  policy_.disabled_bwd_filter = {{1, {}}, {2, {}}};
+  r = tune_ok(small_problem(Direction::kBackwardFilter));
+  EXPECT_EQ(r.config.engine_id, 0);
+  EXPECT_THAT(outcome(r, 2), HasSubstr("CONVPLAN_DISABLED_BWD_FILTER_ENGINES"));
+}
+
+TEST_F(TunerTest, DisabledRuleWithKnobsMatchesOnlyThatChoice) {
+  std::vector<ScriptedEngine> e(2);
+  e[0].id = 3;
+  e[0].time_ms = 1;
+  e[0].knobs = {KnobInfo{5, "k5", 0, 3, 1, 2}};  // default 2
+  e[1].id = 4;
+  e[1].time_ms = 2;
+  use_engines(e);
+  policy_.disabled_fwd = {{3, {{5, 1}}}};  // not the default choice
+  EXPECT_EQ(tune_ok(small_problem()).config.engine_id, 3);
+  policy_.disabled_fwd = {{3, {{5, 2}}}};
+  const TuningRecord r = tune_ok(small_problem());
+  EXPECT_EQ(r.config.engine_id, 4);
+  EXPECT_THAT(outcome(r, 3), HasSubstr("(rule eng3:k5=2)"));
+}
+
+TEST_F(TunerTest, DisabledEnginesFromTheEnvironmentAreHonoured) {
+  const char* old = std::getenv("CONVPLAN_DISABLED_FWD_ENGINES");
+  const std::optional<std::string> saved = old ? std::optional<std::string>(old) : std::nullopt;
+  setenv("CONVPLAN_DISABLED_FWD_ENGINES", "1;2", 1);
+  auto p = TunePolicy::from_environment();
+  if (saved) {
+    setenv("CONVPLAN_DISABLED_FWD_ENGINES", saved->c_str(), 1);
+  } else {
+    unsetenv("CONVPLAN_DISABLED_FWD_ENGINES");
+  }
+  ASSERT_TRUE(p.ok()) << p.status().to_string();
+  policy_ = *p;
+  EXPECT_EQ(tune_ok(small_problem()).config.engine_id, 0);
+}
+
+TEST_F(TunerTest, ErrataRulesFilterMatchingCandidates) {
+  auto rules = parse_errata_rules(
+      R"({"rules":[{"id":"eng1-small-c","direction":"fwd","engine":1,"shape":{"c":[1,8]}}]})",
+      "<text>");
+  ASSERT_TRUE(rules.ok()) << rules.status().to_string();
+  policy_.errata = *rules;
+  ConvProblem p = small_problem();
+  TuningRecord r = tune_ok(p);
+  EXPECT_EQ(r.config.engine_id, 2);
+  EXPECT_EQ(outcome(r, 1), "filtered: errata rule 'eng1-small-c' (CONVPLAN_ERRATA_FILE)");
+  p.c = 12;  // outside the rule's range
+  EXPECT_EQ(tune_ok(p).config.engine_id, 1);
+  EXPECT_EQ(tune_ok(small_problem(Direction::kBackwardData)).config.engine_id, 1);
+}
+
+TEST_F(TunerTest, WorkspaceAboveTheLimitIsFiltered) {
+  policy_.workspace_limit = (1 << 20) - 1;
+  const TuningRecord r = tune_ok(small_problem());
+  EXPECT_EQ(r.config.engine_id, 2);
+  EXPECT_EQ(outcome(r, 1), "filtered: workspace of 1048576 bytes > the limit of 1048575 "
+                           "(CONVPLAN_WORKSPACE_LIMIT)");
+  policy_.workspace_limit = 1 << 20;
+  EXPECT_EQ(tune_ok(small_problem()).config.engine_id, 1);
+}
+
+TEST_F(TunerTest, WorkspaceOutOfMemoryDropsThatSizeAndLargerAndGoesOn) {
+  // (id, workspace, time) per engine, in heuristic order.
+  const std::tuple<int64_t, int64_t, float> script[] = {
+      {0, 4 << 20, 0.5f}, {1, 2 << 20, 1.0f}, {2, 8 << 20, 0.2f}, {3, 1 << 10, 3.0f}};
+  std::vector<ScriptedEngine> e;
+  for (const auto& [id, workspace, ms] : script) {
+    e.emplace_back();
+    e.back().id = id;
+    e.back().workspace_bytes = workspace;
+    e.back().time_ms = ms;
+  }
+  use_engines(e);
+  backend_->set_allocation_limit(3 << 20);  // the tensors fit; 4 MiB and 8 MiB do not
+  const TuningRecord r = tune_ok(small_problem());
+  EXPECT_EQ(r.config.engine_id, 1);
+  EXPECT_THAT(outcome(r, 0), StartsWith("dropped: workspace of 4194304 bytes could not be allocated"));
+  EXPECT_THAT(outcome(r, 2), StartsWith("dropped: workspace of 8388608 bytes; one of 4194304"));
+  EXPECT_EQ(outcome(r, 3), "ok");
+  EXPECT_EQ(backend_->live_allocations.load(), 0);
+}
+
+TEST_F(TunerTest, TensorBuffersOutOfMemoryIsAnError) {
+  backend_->set_allocation_limit(64);
+  auto r = tune(small_problem());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kOutOfMemory);
+  EXPECT_THAT(r.status().message(), HasSubstr("tuning buffer for x"));
+}
+
+// ---- Fallback and failure ----
+
+TEST_F(TunerTest, FallbackListIsUsedWhenNothingElseSurvives) {
+  policy_.disabled_fwd = {{0, {}}, {1, {}}, {2, {}}};
+  const TuningRecord r = tune_ok(small_problem());
+  EXPECT_EQ(r.config.engine_id, 9);
+  EXPECT_EQ(outcome(r, 9), "ok");
+  EXPECT_EQ(r.candidates.size(), 4u);
+}
+
+TEST_F(TunerTest, FallbackCandidatesGoThroughTheSameFilters) {
+  policy_.disabled_fwd = {{0, {}}, {1, {}}, {2, {}}, {9, {}}};
+  auto r = tune(small_problem());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kNotSupported);
+  EXPECT_THAT(r.status().message(), HasSubstr("4 filtered by CONVPLAN_DISABLED_FWD_ENGINES"));
+}
+
+TEST_F(TunerTest, ErrorNamesEveryReasonCandidatesWereDropped) {
+  auto e = basic_engines();
+  e[1].notes = kNoteTensorCore;
+  e[2].behavior = EngineBehavior::kWrongResult;
+  ScriptedEngine broken;
+  broken.id = 5;
+  broken.behavior = EngineBehavior::kFailsToBuild;
+  e.push_back(broken);
+  e[3].notes = kNoteTensorCore;  // the fallback engine 9
+  use_engines(e);
+  ConvProblem p = small_problem();
+  p.allow_tensor_cores = false;
+  policy_.disabled_fwd = {{0, {}}};
+  auto r = tune(p);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kNotSupported);
+  EXPECT_EQ(r.status().message(),
+            "no engine left for " + p.to_string() +
+                ": 1 filtered by CONVPLAN_DISABLED_FWD_ENGINES, 2 by tensor cores not allowed, "
+                "1 rejected: wrong result, 1 failed to build");
+}
+
+TEST_F(TunerTest, NoCandidatesAtAllIsAnError) {
+  std::vector<ScriptedEngine> e(1);
+  e[0].id = 1;
+  e[0].supports = [](const ConvProblem& p) { return p.n > 100; };
+  use_engines(e);
+  auto r = tune(small_problem());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kNotSupported);
+  EXPECT_THAT(r.status().message(), HasSubstr("offered no candidate"));
+}
+
+// ---- Exhaustive ----
+
+TEST_F(TunerTest, ExhaustiveTriesEveryEngineAndKnobCombination) {
+  std::vector<ScriptedEngine> e(2);
+  e[0].id = 0;
+  e[0].time_ms = 2;
+  e[1].id = 7;
+  e[1].in_heuristics = false;  // only exhaustive sees it
+  e[1].knobs = {KnobInfo{3, "k3", 0, 3, 1, 1}, KnobInfo{10, "k10", 0, 1, 1, 0}};
+  e[1].time_for = [](const EngineConfig& c) {
+    return c == EngineConfig{7, {{3, 2}, {10, 1}}} ? 0.5f : 4.0f;
+  };
+  use_engines(e);
+  policy_.mode = TuneMode::kExhaustive;
+  const TuningRecord r = tune_ok(small_problem());
+  EXPECT_EQ(r.config, (EngineConfig{7, {{3, 2}, {10, 1}}}));
+  std::set<EngineConfig> tried;
+  for (const CandidateResult& c : r.candidates) tried.insert(c.config);
+  EXPECT_EQ(tried.size(), 1u + 4u * 2u);
+  for (int64_t k3 = 0; k3 <= 3; ++k3) {
+    for (int64_t k10 = 0; k10 <= 1; ++k10) {
+      EXPECT_TRUE(tried.count(EngineConfig{7, {{3, k3}, {10, k10}}})) << k3 << "," << k10;
+    }
+  }
+  // The default combination comes right after the heuristics' candidates.
+  EXPECT_EQ(r.candidates[1].config, (EngineConfig{7, {{3, 1}, {10, 0}}}));
+}
+
+TEST_F(TunerTest, ExhaustiveCapsKnobCombinationsPerEngine) {
+  std::vector<ScriptedEngine> e(1);
+  e[0].id = 2;
+  e[0].knobs = {KnobInfo{1, "k1", 0, 1000, 1, 0}, KnobInfo{2, "k2", 0, 1000, 10, 500},
+                KnobInfo{4, "k4", 0, 7, 1, 3}};
+  use_engines(e);
+  policy_.mode = TuneMode::kExhaustive;
+  const TuningRecord r = tune_ok(small_problem());
+  EXPECT_LE(r.candidates.size(), 64u);
+  EXPECT_GE(r.candidates.size(), 32u);
+  for (const CandidateResult& c : r.candidates) EXPECT_EQ(c.outcome, "ok") << c.config.to_string();
+}
+
+TEST_F(TunerTest, ExhaustiveStopsWhenTheBudgetIsSpent) {
+  std::vector<ScriptedEngine> e(1);
+  e[0].id = 2;
+  e[0].knobs = {KnobInfo{1, "k1", 0, 40, 1, 0}};
+  use_engines(e);
+  backend_->set_build_delay_us(20000);  // 20 ms a build
+  policy_.mode = TuneMode::kExhaustive;
+  policy_.budget_ms = 100;
+  policy_.verbose = 1;
+  ::testing::internal::CaptureStderr();
+  const TuningRecord r = tune_ok(small_problem());
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_GE(r.candidates.size(), 1u);
+  EXPECT_LT(r.candidates.size(), 16u);
+  EXPECT_LT(r.tuning_ms, 1000);
+  EXPECT_THAT(err, HasSubstr("budget of 100 ms spent"));
+}
+
+TEST_F(TunerTest, ExhaustiveWithSpentBudgetStillFindsOneCandidate) {
+  auto e = basic_engines();
+  e[0].behavior = EngineBehavior::kWrongResult;
+  use_engines(e);
+  backend_->set_build_delay_us(5000);
+  policy_.mode = TuneMode::kExhaustive;
+  policy_.budget_ms = 0.001;
+  const TuningRecord r = tune_ok(small_problem());
+  EXPECT_EQ(r.config.engine_id, 1);  // the first that survives; the budget stops the rest
+}
+
+// ---- Verbosity and threads ----
+
+TEST_F(TunerTest, VerboseOnePrintsTheChoiceAndTwoEveryCandidate) {
+  auto e = basic_engines();
+  e[2].behavior = EngineBehavior::kWrongResult;
+  use_engines(e);
+  policy_.verbose = 1;
+  ::testing::internal::CaptureStderr();
+  tune_ok(small_problem());
+  std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_THAT(err, HasSubstr(small_problem().to_string()));
+  EXPECT_THAT(err, HasSubstr("eng1 1 ms"));
+  EXPECT_THAT(err, ::testing::Not(HasSubstr("rejected")));
+
+  policy_.verbose = 2;
+  ::testing::internal::CaptureStderr();
+  tune_ok(small_problem());
+  err = ::testing::internal::GetCapturedStderr();
+  EXPECT_THAT(err, HasSubstr("eng0 ["));
+  EXPECT_THAT(err, HasSubstr("median 3 ms"));
+  EXPECT_THAT(err, HasSubstr("eng2 ["));
+  EXPECT_THAT(err, HasSubstr("rejected: relative error"));
+
+  policy_.verbose = 0;
+  ::testing::internal::CaptureStderr();
+  tune_ok(small_problem());
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
+}
+
+TEST_F(TunerTest, ThreadsTuneDifferentProblemsAtOnce) {
+  auto e = basic_engines();
+  e[1].behavior = EngineBehavior::kWrongResult;
+  use_engines(e);
+  Tuner tuner(backend_);
+  constexpr int kThreads = 4;
+  std::vector<std::thread> threads;
+  std::vector<StatusOr<TuningRecord>> results(kThreads, Status(StatusCode::kInternal, "not run"));
+  std::vector<ConvProblem> problems;
+  for (int i = 0; i < kThreads; ++i) {
+    ConvProblem p = small_problem(static_cast<Direction>(i % 3));
+    p.k = 2 + i;
+    problems.push_back(p);
+  }
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&, i] {
+      results[i] = tuner.tune(scripted_handle(i), problems[i], policy_);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int i = 0; i < kThreads; ++i) {
+    ASSERT_TRUE(results[i].ok()) << results[i].status().to_string();
+    EXPECT_EQ(results[i]->config.engine_id, 2);
+    EXPECT_EQ(results[i]->problem, problems[i].to_string());
+  }
+  EXPECT_EQ(backend_->foreign_handle_executions.load(), 0);
+  EXPECT_EQ(backend_->live_allocations.load(), 0);
+}
+
+}  // namespace
+}  // namespace convplan

@@ -1,0 +1,161 @@
+// convplan db: the tuning database, without a GPU.
+#include <sys/stat.h>
+
+#include <ctime>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "commands.h"
+#include "convplan/tuning_db.h"
+#include "convplan/tuning_record.h"
+#include "report.h"
+
+namespace convplan::cli {
+namespace {
+
+bool file_exists(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+std::string date_text(int64_t unix_seconds) {
+  if (unix_seconds <= 0) return "-";
+  const std::time_t t = static_cast<std::time_t>(unix_seconds);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M", &tm);
+  return buf;
+}
+
+StatusOr<std::string> read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return not_found("cannot open '" + path + "'");
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) return Status(StatusCode::kIoError, "cannot read '" + path + "'");
+  return text.str();
+}
+
+int status_exit(const Status& s) { return fail(kExitFailure, s.to_string()); }
+
+}  // namespace
+
+int db_command(const GlobalOptions& global, const DbOptions& o) {
+  const std::string& path = global.db_path;
+  if (o.action == "path") {
+    std::cout << path << "\n";
+    return kExitOk;
+  }
+  if (path == "off" || path == ":memory:" || path.empty()) {
+    return fail(kExitUsage, "the tuning database is off ('" + path +
+                                "'); give --db PATH or set CONVPLAN_DB to a file");
+  }
+  const bool writes_new = o.action == "import" || o.action == "merge";
+  if (!writes_new && !file_exists(path)) {
+    return fail(kExitUsage, "no tuning database at '" + path + "' (nothing tuned there yet?)");
+  }
+  if (o.action == "prune" && !o.all && !o.older_than_days && !o.device_model && !o.cudnn_version) {
+    return fail(kExitUsage, "prune needs a filter: --older-than DAYS, --device MODEL, --cudnn "
+                            "VERSION, or --all");
+  }
+  std::string import_text;
+  if (writes_new) {
+    StatusOr<std::string> text = read_file(o.file);
+    if (!text.ok()) return fail(kExitUsage, text.status().message());
+    import_text = std::move(text).value();
+  }
+
+  StatusOr<std::unique_ptr<TuningDatabase>> opened = TuningDatabase::open(path);
+  if (!opened.ok()) return status_exit(opened.status());
+  TuningDatabase& db = **opened;
+  if (const DbOpenReport& r = db.report(); !r.moved_aside.empty()) {
+    std::cerr << "convplan: warning: '" << path << "' was damaged (" << r.reason
+              << "); moved aside to " << r.moved_aside << " and replaced by an empty database\n";
+  }
+
+  if (o.action == "list") {
+    int64_t skipped = 0;
+    StatusOr<std::vector<TuningRecord>> records = db.list(&skipped);
+    if (!records.ok()) return status_exit(records.status());
+    if (o.json) {
+      nlohmann::json a = nlohmann::json::array();
+      for (const TuningRecord& r : *records) {
+        const std::string text = to_json(r);
+        nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+        a.push_back(j.is_discarded() ? nlohmann::json(text) : j);
+      }
+      std::cout << a.dump(2) << "\n";
+    } else {
+      Table t({"engine", "ms", "tuned (UTC)", "key"}, {false, true, false, false});
+      for (const TuningRecord& r : *records) {
+        t.add_row({r.config.to_string(), fixed(r.time_ms, 4), date_text(r.tuned_at_unix), r.key()});
+      }
+      t.print(std::cout);
+      std::cout << records->size() << " record" << (records->size() == 1 ? "" : "s") << " in "
+                << path << "\n";
+    }
+    if (skipped > 0) {
+      std::cerr << "convplan: warning: " << skipped
+                << " damaged rows skipped (convplan db verify names them)\n";
+    }
+    return kExitOk;
+  }
+  if (o.action == "show") {
+    StatusOr<TuningRecord> r = db.find(o.key);
+    if (!r.ok()) return status_exit(r.status());
+    const nlohmann::json j = nlohmann::json::parse(to_json(*r), nullptr, false);
+    std::cout << (j.is_discarded() ? to_json(*r) : j.dump(2)) << "\n";
+    return kExitOk;
+  }
+  if (o.action == "export") {
+    StatusOr<std::string> text = db.export_json();
+    if (!text.ok()) return status_exit(text.status());
+    std::string out = std::move(text).value();
+    if (out.empty() || out.back() != '\n') out += '\n';
+    if (Status s = write_text(o.file.empty() ? "-" : o.file, out); !s.ok()) return status_exit(s);
+    if (!o.file.empty()) std::cerr << "convplan: exported " << path << " to " << o.file << "\n";
+    return kExitOk;
+  }
+  if (writes_new) {
+    StatusOr<int64_t> n = db.import_json(import_text, /*keep_existing=*/o.action == "merge");
+    if (!n.ok()) {
+      const Status& s = n.status();
+      return fail(s.code() == StatusCode::kCorruptData || s.code() == StatusCode::kInvalidArgument
+                      ? kExitUsage
+                      : kExitFailure,
+                  o.file + ": " + s.to_string());
+    }
+    std::cout << (o.action == "merge" ? "merged " : "imported ") << *n << " record"
+              << (*n == 1 ? "" : "s") << " from " << o.file << " into " << path << "\n";
+    return kExitOk;
+  }
+  if (o.action == "verify") {
+    StatusOr<DbVerifyReport> r = db.verify();
+    if (!r.ok()) return status_exit(r.status());
+    std::cout << path << ": " << r->records << " rows, " << r->valid << " valid\n";
+    for (const std::string& p : r->problems) std::cout << "  " << p << "\n";
+    if (!r->problems.empty()) {
+      return fail(kExitVerifyFailed, std::to_string(r->problems.size()) + " bad row" +
+                                         (r->problems.size() == 1 ? "" : "s") + " in " + path);
+    }
+    return kExitOk;
+  }
+  if (o.action == "prune") {
+    PruneFilter f;
+    if (o.older_than_days) {
+      f.older_than_unix =
+          static_cast<int64_t>(std::time(nullptr)) - static_cast<int64_t>(*o.older_than_days * 86400);
+    }
+    f.device_model = o.device_model;
+    f.cudnn_version = o.cudnn_version;
+    StatusOr<int64_t> n = db.prune(f);
+    if (!n.ok()) return status_exit(n.status());
+    std::cout << "removed " << *n << " record" << (*n == 1 ? "" : "s") << " from " << path << "\n";
+    return kExitOk;
+  }
+  return fail(kExitUsage, "unknown db action '" + o.action + "'");
+}
+
+}  // namespace convplan::cli

@@ -1,0 +1,95 @@
+// The convplan commands, each a function from parsed options to an exit status. main.cc parses
+// the command line (CLI11) into these structs; the functions print and return an ExitCode.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "convplan/problem.h"
+#include "convplan/tune_policy.h"
+#include "problem_args.h"
+
+namespace convplan::cli {
+
+// Exit statuses a script can rely on (printed by `convplan --help`).
+enum ExitCode : int {
+  kExitOk = 0,
+  kExitFailure = 1,       // a runtime failure (tuning, execution, I/O, a damaged database)
+  kExitUsage = 2,         // bad command line: unknown flag, malformed descriptor, missing file
+  kExitNoGpu = 3,         // the command needs a GPU and there is none usable
+  kExitVerifyFailed = 4,  // --verify or `db verify` found wrong results or bad records
+};
+
+// Prints "convplan: <message>" to standard error and returns `code`.
+int fail(int code, const std::string& message);
+
+struct GlobalOptions {
+  std::string db_path;  // --db, else TuningDatabase::default_path()
+  int verbose = 0;      // -v, repeatable
+};
+
+// The flags run, engines and bench share.
+struct ProblemFlags {
+  std::string direction, data_type, layout;  // "" when not given
+  std::optional<int64_t> batch;
+  // The flags as overrides. REQUIRES: the strings were checked by the CLI's validators.
+  ProblemOverrides overrides() const;
+};
+
+struct TimingFlags {
+  int gpu = 0;
+  std::string tune;  // "" when not given: CONVPLAN_TUNE, else limited
+  int iters = 20;
+  int warmup = 3;
+  bool flush_l2 = false;
+  std::optional<double> peak_tflops;
+  std::optional<double> peak_gbps;
+};
+
+struct RunOptions {
+  std::string descriptor;
+  ProblemFlags problem;
+  TimingFlags timing;
+  bool verify = false;
+  std::string json_path;  // "" none, "-" standard output
+};
+int run_command(const GlobalOptions& global, const RunOptions& options);
+
+struct EnginesOptions {
+  std::string descriptor;
+  ProblemFlags problem;
+  int gpu = 0;
+  std::string json_path;
+};
+int engines_command(const GlobalOptions& global, const EnginesOptions& options);
+
+struct DevicesOptions {
+  std::string json_path;
+};
+int devices_command(const GlobalOptions& global, const DevicesOptions& options);
+
+struct BenchOptions {
+  std::string suite;  // built-in name; "" with file
+  std::string file;
+  ProblemFlags problem;
+  TimingFlags timing;
+  bool verify = false;
+  bool dry_run = false;      // parse and list; no GPU
+  bool list_suites = false;
+  std::string json_path, csv_path;
+};
+int bench_command(const GlobalOptions& global, const BenchOptions& options);
+
+struct DbOptions {
+  std::string action;  // path, list, show, export, import, merge, verify, prune
+  std::string key;     // show
+  std::string file;    // export (optional), import, merge
+  bool json = false;   // list
+  std::optional<double> older_than_days;
+  std::optional<std::string> device_model;
+  std::optional<int64_t> cudnn_version;
+  bool all = false;    // prune everything
+};
+int db_command(const GlobalOptions& global, const DbOptions& options);
+
+}  // namespace convplan::cli

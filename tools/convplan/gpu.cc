@@ -1,0 +1,401 @@
+#include "gpu.h"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <random>
+#include <sstream>
+
+#include "convplan/reference.h"
+#include "convplan/tuning_record.h"
+
+namespace convplan::cli {
+namespace {
+
+Status cuda_status(cudaError_t e, const char* what) {
+  if (e == cudaSuccess) return ok_status();
+  (void)cudaGetLastError();
+  return Status(StatusCode::kCudaError,
+                std::string(what) + " failed: " + cudaGetErrorName(e) + ": " + cudaGetErrorString(e));
+}
+#define CLI_CUDA(expr) CONVPLAN_RETURN_IF_ERROR(cuda_status((expr), #expr))
+
+// A timing event of the current device. Move-less; lives in one scope.
+class Event {
+ public:
+  Event() : status_(cuda_status(cudaEventCreate(&event_), "cudaEventCreate")) {}
+  ~Event() {
+    if (event_ != nullptr) (void)cudaEventDestroy(event_);
+  }
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  const Status& status() const { return status_; }
+  cudaEvent_t get() const { return event_; }
+
+ private:
+  cudaEvent_t event_ = nullptr;
+  Status status_;
+};
+
+double ms_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
+// The buffer of the tensor a direction writes, and of the others.
+const DeviceBuffer& output_buffer(const ConvProblem& p, const DeviceTensors& t) {
+  switch (p.output_tensor()) {
+    case 'x': return t.x;
+    case 'w': return t.w;
+    default: return t.y;
+  }
+}
+
+TensorShape output_shape(const ConvProblem& p) {
+  switch (p.output_tensor()) {
+    case 'x': return p.x_shape();
+    case 'w': return p.w_shape();
+    default: return p.y_shape();
+  }
+}
+
+// The element offset of logical index `linear` (row-major over dims) of a tensor.
+int64_t offset_of(const TensorShape& s, int64_t linear) {
+  int64_t offset = 0;
+  for (int d = s.rank - 1; d >= 0; --d) {
+    offset += (linear % s.dims[d]) * s.strides[d];
+    linear /= s.dims[d];
+  }
+  return offset;
+}
+
+std::vector<uint8_t> read_back(Session& session, const void* device, size_t bytes, Status& status) {
+  std::vector<uint8_t> host(bytes);
+  if (status.ok()) status = session.backend().copy_to_host(session.handle(), host.data(), device, bytes);
+  return host;
+}
+
+}  // namespace
+
+Session::Session(CudnnContext context, std::shared_ptr<Backend> backend)
+    : context_(std::move(context)), backend_(std::move(backend)) {}
+
+Session::~Session() {
+  cache_.reset();  // plans before the handle they were built on
+}
+
+StatusOr<std::unique_ptr<Session>> Session::open(const SessionOptions& options) {
+  CONVPLAN_RETURN_IF_ERROR(gpu_available());
+  CONVPLAN_ASSIGN_OR_RETURN(CudnnContext context, CudnnContext::create(options.gpu));
+  // The runtime calls made here directly (events, copies) go to the session's device.
+  CLI_CUDA(cudaSetDevice(options.gpu));
+  std::unique_ptr<Session> s(new Session(std::move(context), make_cudnn_backend()));
+  CONVPLAN_ASSIGN_OR_RETURN(s->device_, s->backend_->device_of(s->handle()));
+  CONVPLAN_ASSIGN_OR_RETURN(s->policy_, TunePolicy::from_environment());
+  if (options.mode) s->policy_.mode = *options.mode;
+  if (options.verbose > 0) s->policy_.verbose = options.verbose;
+  if (options.db_path != "off" && options.db_path != ":memory:" && !options.db_path.empty()) {
+    StatusOr<std::unique_ptr<TuningDatabase>> db = TuningDatabase::open(options.db_path);
+    if (db.ok()) {
+      s->db_ = std::move(db).value();
+      s->db_path_ = options.db_path;
+      const DbOpenReport& r = s->db_->report();
+      if (!r.moved_aside.empty()) {
+        std::cerr << "convplan: warning: the tuning database was damaged (" << r.reason
+                  << "); moved aside to " << r.moved_aside << "\n";
+      }
+    } else {
+      std::cerr << "convplan: warning: tuning database '" << options.db_path
+                << "' not used: " << db.status().to_string() << "\n";
+    }
+  }
+  PlanCacheOptions cache_options;
+  cache_options.backend = s->backend_;
+  cache_options.policy = s->policy_;
+  cache_options.database = s->db_;
+  CONVPLAN_ASSIGN_OR_RETURN(s->cache_, PlanCache::create(std::move(cache_options)));
+  return s;
+}
+
+TensorBytes TensorBytes::of(const ConvProblem& p) {
+  const auto size = static_cast<size_t>(size_of(p.data_type));
+  return {static_cast<size_t>(p.x_shape().span_elements()) * size,
+          static_cast<size_t>(p.w_shape().span_elements()) * size,
+          static_cast<size_t>(p.y_shape().span_elements()) * size};
+}
+
+void TensorBytes::grow_to(const TensorBytes& o) {
+  x = std::max(x, o.x);
+  w = std::max(w, o.w);
+  y = std::max(y, o.y);
+}
+
+StatusOr<DeviceTensors> allocate_tensors(Session& session, const TensorBytes& bytes) {
+  DeviceTensors t;
+  DeviceAllocator& a = session.allocator();
+  CONVPLAN_ASSIGN_OR_RETURN(t.x, DeviceBuffer::allocate(a, bytes.x));
+  CONVPLAN_ASSIGN_OR_RETURN(t.w, DeviceBuffer::allocate(a, bytes.w));
+  CONVPLAN_ASSIGN_OR_RETURN(t.y, DeviceBuffer::allocate(a, bytes.y));
+  return t;
+}
+
+Status fill_random(Session& session, DeviceTensors& tensors, DataType t, uint64_t seed) {
+  const size_t elem = static_cast<size_t>(size_of(t));
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> uniform(-1.0, 1.0);
+  for (DeviceBuffer* b : {&tensors.x, &tensors.w, &tensors.y}) {
+    const size_t elements = b->size() / elem;
+    if (elements == 0) continue;
+    const size_t block = std::min<size_t>(elements, size_t{1} << 20);
+    std::vector<double> values(block);
+    for (double& v : values) v = uniform(rng);
+    std::vector<uint8_t> raw(block * elem);
+    to_data_type(t, values.data(), raw.data(), static_cast<int64_t>(block));
+    for (size_t done = 0; done < elements; done += block) {
+      const size_t n = std::min(block, elements - done);
+      CONVPLAN_RETURN_IF_ERROR(session.backend().copy_to_device(
+          session.handle(), static_cast<uint8_t*>(b->get()) + done * elem, raw.data(), n * elem));
+    }
+  }
+  return ok_status();
+}
+
+StatusOr<Measurement> tune_and_time(Session& session, const ConvProblem& problem,
+                                    const DeviceTensors& tensors, const MeasureOptions& options) {
+  Measurement m;
+  const CacheStats before = session.cache().stats();
+  const auto start = std::chrono::steady_clock::now();
+  CONVPLAN_ASSIGN_OR_RETURN(PlanRef plan, session.cache().acquire(session.handle(), problem));
+  m.tuning_ms = ms_since(start);
+  const CacheStats after = session.cache().stats();
+  m.source = after.tunes > before.tunes       ? "tuned"
+             : after.db_hits > before.db_hits ? "database"
+                                              : "memory";
+  m.config = plan->config();
+  m.notes = plan->notes();
+  m.workspace_bytes = plan->workspace_bytes();
+  const TensorPointers pointers = tensors.pointers();
+  // The public call path once (it sets up the handle's workspace arena), then the plan itself.
+  CONVPLAN_RETURN_IF_ERROR(session.cache().execute(session.handle(), problem, pointers));
+  CONVPLAN_ASSIGN_OR_RETURN(
+      DeviceBuffer workspace,
+      DeviceBuffer::allocate(session.allocator(), static_cast<size_t>(m.workspace_bytes)));
+  CONVPLAN_ASSIGN_OR_RETURN(m.times_ms,
+                            session.backend().time(plan.plan(), pointers, workspace.get(),
+                                                   options.warmup, options.iters, options.flush_l2,
+                                                   /*cutoff_ms=*/0));
+  m.time = summarize(m.times_ms);
+  return m;
+}
+
+StatusOr<Verification> verify(Session& session, const ConvProblem& problem,
+                              const DeviceTensors& tensors, NoteSet notes, uint64_t seed) {
+  const TensorBytes bytes = TensorBytes::of(problem);
+  const DeviceBuffer& out = output_buffer(problem, tensors);
+  const size_t out_bytes = problem.output_tensor() == 'x'   ? bytes.x
+                           : problem.output_tensor() == 'w' ? bytes.w
+                                                            : bytes.y;
+  if (problem.beta == 0) {
+    CONVPLAN_RETURN_IF_ERROR(session.backend().fill(session.handle(), out.get(), 0xff, out_bytes));
+  }
+  // What the device sees, read back: the inputs and the output's old values.
+  Status s;
+  std::vector<uint8_t> hx = read_back(session, tensors.x.get(), bytes.x, s);
+  std::vector<uint8_t> hw = read_back(session, tensors.w.get(), bytes.w, s);
+  std::vector<uint8_t> hy = read_back(session, tensors.y.get(), bytes.y, s);
+  CONVPLAN_RETURN_IF_ERROR(s);
+  std::vector<uint8_t>& hout = problem.output_tensor() == 'x'   ? hx
+                               : problem.output_tensor() == 'w' ? hw
+                                                                : hy;
+  if (problem.beta == 0) std::fill(hout.begin(), hout.end(), 0);  // 0 bits are 0.0 in every type
+
+  CONVPLAN_RETURN_IF_ERROR(session.cache().execute(session.handle(), problem, tensors.pointers()));
+  std::vector<uint8_t> result = read_back(session, out.get(), out_bytes, s);
+  CONVPLAN_RETURN_IF_ERROR(s);
+
+  const TensorShape shape = output_shape(problem);
+  const int64_t elements = shape.elements();
+  const int64_t elem = size_of(problem.data_type);
+  Verification v;
+  v.tolerance = relative_error_tolerance(problem, notes);
+  std::vector<int64_t> offsets;
+  std::vector<double> reference;
+  if (problem.flops() / 2 <= 2e8) {
+    v.full = true;
+    offsets.resize(static_cast<size_t>(elements));
+    for (int64_t i = 0; i < elements; ++i) offsets[static_cast<size_t>(i)] = offset_of(shape, i);
+    auto doubles = [&](const std::vector<uint8_t>& raw) {
+      std::vector<double> d(raw.size() / static_cast<size_t>(elem));
+      from_data_type(problem.data_type, raw.data(), d.data(), static_cast<int64_t>(d.size()));
+      return d;
+    };
+    std::vector<double> dx = doubles(hx), dw = doubles(hw), dy = doubles(hy);
+    CONVPLAN_RETURN_IF_ERROR(reference_convolution(problem, dx, dw, dy));
+    const std::vector<double>& full = problem.output_tensor() == 'x'   ? dx
+                                      : problem.output_tensor() == 'w' ? dw
+                                                                       : dy;
+    reference.reserve(offsets.size());
+    for (int64_t o : offsets) reference.push_back(full[static_cast<size_t>(o)]);
+  } else {
+    std::mt19937_64 rng(seed);
+    std::uniform_int_distribution<int64_t> pick(0, elements - 1);
+    const int64_t samples = std::min<int64_t>(elements, 4096);
+    for (int64_t i = 0; i < samples; ++i) offsets.push_back(offset_of(shape, pick(rng)));
+    CONVPLAN_RETURN_IF_ERROR(
+        reference_convolution_at(problem, hx.data(), hw.data(), hy.data(), offsets, reference));
+  }
+  std::vector<double> got(offsets.size());
+  for (size_t i = 0; i < offsets.size(); ++i) {
+    from_data_type(problem.data_type, result.data() + offsets[i] * elem, &got[i], 1);
+  }
+  v.elements_checked = static_cast<int64_t>(offsets.size());
+  v.relative_error = relative_l2_error(got, reference);
+  v.passed = v.relative_error <= v.tolerance;
+  return v;
+}
+
+StatusOr<double> measure_copy_gbps(Session& session) {
+  constexpr size_t kBytes = size_t{256} << 20;
+  CONVPLAN_ASSIGN_OR_RETURN(DeviceBuffer src, DeviceBuffer::allocate(session.allocator(), kBytes));
+  CONVPLAN_ASSIGN_OR_RETURN(DeviceBuffer dst, DeviceBuffer::allocate(session.allocator(), kBytes));
+  CONVPLAN_RETURN_IF_ERROR(session.backend().fill(session.handle(), src.get(), 0x3c, kBytes));
+  Event start, stop;
+  CONVPLAN_RETURN_IF_ERROR(start.status());
+  CONVPLAN_RETURN_IF_ERROR(stop.status());
+  float best = 0;
+  for (int i = 0; i < 12; ++i) {
+    CLI_CUDA(cudaEventRecord(start.get(), session.stream()));
+    CLI_CUDA(cudaMemcpyAsync(dst.get(), src.get(), kBytes, cudaMemcpyDeviceToDevice, session.stream()));
+    CLI_CUDA(cudaEventRecord(stop.get(), session.stream()));
+    CLI_CUDA(cudaEventSynchronize(stop.get()));
+    float ms = 0;
+    CLI_CUDA(cudaEventElapsedTime(&ms, start.get(), stop.get()));
+    if (i >= 2 && (best == 0 || ms < best)) best = ms;  // the first two warm up
+  }
+  if (best <= 0) return internal_error("the copy took no measurable time");
+  return 2.0 * static_cast<double>(kBytes) / (static_cast<double>(best) * 1e6);
+}
+
+StatusOr<std::pair<double, std::string>> measure_matrix_tflops(Session& session, DataType data_type,
+                                                               bool allow_tensor_cores) {
+  ConvProblem p = ConvProblem::with_data_type(ConvProblem{}, data_type);
+  p.n = 8;
+  p.c = 8192;
+  p.k = 8192;
+  p.input = {32, 32, 1};
+  p.filter = {1, 1, 1};
+  p.layout = Layout::kChannelsLast;
+  p.allow_tensor_cores = allow_tensor_cores;
+  CONVPLAN_RETURN_IF_ERROR(p.validate());
+  CONVPLAN_ASSIGN_OR_RETURN(DeviceTensors t, allocate_tensors(session, TensorBytes::of(p)));
+  CONVPLAN_RETURN_IF_ERROR(fill_random(session, t, data_type, 7));
+  MeasureOptions options;
+  options.warmup = 3;
+  options.iters = 10;
+  CONVPLAN_ASSIGN_OR_RETURN(Measurement m, tune_and_time(session, p, t, options));
+  if (m.time.min_ms <= 0) return internal_error("the matrix-rate convolution took no measurable time");
+  return std::make_pair(p.flops() / (m.time.min_ms * 1e9), p.to_string());
+}
+
+StatusOr<Rates> RateSource::rates_for(Session& session, const ConvProblem& problem) {
+  Rates r;
+  if (peak_gbps_) {
+    r.copy_gbps = *peak_gbps_;
+    r.copy_source = "--peak-gbps";
+  } else {
+    if (!copy_gbps_) {
+      CONVPLAN_ASSIGN_OR_RETURN(double gbps, measure_copy_gbps(session));
+      copy_gbps_ = gbps;
+    }
+    r.copy_gbps = *copy_gbps_;
+    r.copy_source = "measured: 256 MiB device-to-device cudaMemcpyAsync, best of 10";
+  }
+  if (peak_tflops_) {
+    r.matrix_tflops = *peak_tflops_;
+    r.matrix_source = "--peak-tflops";
+  } else {
+    const std::pair<DataType, bool> key{problem.data_type, problem.allow_tensor_cores};
+    auto it = matrix_.find(key);
+    if (it == matrix_.end()) {
+      CONVPLAN_ASSIGN_OR_RETURN(auto measured, measure_matrix_tflops(session, key.first, key.second));
+      it = matrix_.emplace(key, measured).first;
+    }
+    r.matrix_tflops = it->second.first;
+    r.matrix_source = "measured: " + it->second.second + " through convplan, best of 10";
+  }
+  return r;
+}
+
+std::string cuda_version_text(int v) {
+  if (v <= 0) return "";
+  return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
+}
+
+std::string cudnn_version_text(int64_t v) {
+  if (v <= 0) return "";
+  // cuDNN 9: major * 10000 + minor * 100 + patch.
+  return std::to_string(v / 10000) + "." + std::to_string((v % 10000) / 100) + "." +
+         std::to_string(v % 100);
+}
+
+std::string nvidia_driver_version() {
+  std::ifstream in("/proc/driver/nvidia/version");
+  std::string line;
+  if (!in || !std::getline(in, line)) return "";
+  // "NVRM version: NVIDIA UNIX x86_64 Kernel Module  570.86.15  Wed ..."
+  std::istringstream words(line);
+  std::string word;
+  while (words >> word) {
+    if (!word.empty() && std::isdigit(static_cast<unsigned char>(word[0])) &&
+        word.find('.') != std::string::npos) {
+      return word;
+    }
+  }
+  return "";
+}
+
+int driver_cuda_version() {
+  int v = 0;
+  if (cudaDriverGetVersion(&v) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return v;
+}
+
+Environment environment(const Session& session) {
+  Environment e;
+  e.device = session.device();
+  e.driver_version = nvidia_driver_version();
+  e.driver_cuda_version = driver_cuda_version();
+  e.cuda_runtime_version = cuda_runtime_version();
+  e.cudnn_version = cudnn_runtime_version();
+  e.convplan_version = convplan_version();
+  return e;
+}
+
+nlohmann::json environment_json(const Environment& e) {
+  nlohmann::json j;
+  j["gpu"] = {{"name", e.device.name},
+              {"uuid", e.device.uuid},
+              {"ordinal", e.device.ordinal},
+              {"compute_capability", std::to_string(e.device.cc_major) + "." +
+                                         std::to_string(e.device.cc_minor)},
+              {"sm_count", e.device.sm_count},
+              {"l2_bytes", e.device.l2_bytes},
+              {"memory_bytes", e.device.memory_bytes},
+              {"model_key", e.device.model_key()}};
+  j["driver_version"] = e.driver_version;
+  j["driver_cuda_version"] = cuda_version_text(e.driver_cuda_version);
+  j["cuda_runtime_version"] = cuda_version_text(e.cuda_runtime_version);
+  j["cudnn_version"] = cudnn_version_text(e.cudnn_version);
+  j["convplan_version"] = e.convplan_version;
+  return j;
+}
+
+}  // namespace convplan::cli
