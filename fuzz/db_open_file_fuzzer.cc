@@ -6,7 +6,8 @@
 // can be stored and read back.
 //
 // Each input gets a fresh private folder's worth of files (the folder is emptied between inputs),
-// so a crash reproduces from its input alone. The folder is made under $TMPDIR (else /tmp).
+// so a crash reproduces from its input alone. The folder is made under $TMPDIR (else /tmp) and
+// removed at exit (a crash leaves it behind, with the files of the crashing input).
 #include <dirent.h>
 #include <unistd.h>
 
@@ -26,17 +27,27 @@
 
 namespace {
 
+void empty_folder(const std::string& path);
+void remove_folder();
+
+// Never destroyed: remove_folder runs at exit, after function-local statics would be gone.
 const std::string& folder() {
-  static const std::string path = [] {
+  static const std::string& path = *new std::string([] {
     const char* tmp = std::getenv("TMPDIR");
     std::string pattern = std::string(tmp != nullptr && tmp[0] != '\0' ? tmp : "/tmp") +
                           "/convplan-fuzz-db-XXXXXX";
     if (mkdtemp(pattern.data()) == nullptr) {
       convplan::fuzz::fail(__FILE__, __LINE__, "mkdtemp", pattern);
     }
+    std::atexit(remove_folder);
     return pattern;
-  }();
+  }());
   return path;
+}
+
+void remove_folder() {
+  empty_folder(folder());
+  rmdir(folder().c_str());
 }
 
 void empty_folder(const std::string& path) {

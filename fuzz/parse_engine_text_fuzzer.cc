@@ -15,6 +15,24 @@
 #include "convplan/tune_policy.h"
 #include "fuzz_check.h"
 
+namespace {
+
+// What TunePolicy::from_environment reads, but CONVPLAN_ERRATA_FILE (a path; see the header).
+constexpr const char* kPolicyVariables[] = {
+    "CONVPLAN_TUNE",          "CONVPLAN_DISABLED_FWD_ENGINES",      "CONVPLAN_DISABLED_BWD_DATA_ENGINES",
+    "CONVPLAN_DISABLED_BWD_FILTER_ENGINES", "CONVPLAN_FORBIDDEN_NOTES", "CONVPLAN_DETERMINISTIC",
+    "CONVPLAN_ALLOW_RUNTIME_COMPILATION",   "CONVPLAN_WORKSPACE_LIMIT", "CONVPLAN_TUNE_BUDGET_MS",
+    "CONVPLAN_VERBOSE"};
+
+}  // namespace
+
+// The harness decides the environment: none of the variables it sets may come from outside.
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  for (const char* name : kPolicyVariables) unsetenv(name);
+  unsetenv("CONVPLAN_ERRATA_FILE");
+  return 0;
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace convplan;
   const std::string_view text = fuzz::as_text(data, size);
@@ -56,17 +74,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                         "parse_notes(notes_to_string(n)) != n\ninput: " + std::string(text) +
                             "\nprinted: " + printed);
   }
-  // Environment values end at the first NUL, as a real environment's do.
-  const std::string value(text.substr(0, text.find('\0')));
-  for (const char* name : {"CONVPLAN_TUNE", "CONVPLAN_DISABLED_FWD_ENGINES",
-                           "CONVPLAN_DISABLED_BWD_DATA_ENGINES", "CONVPLAN_DISABLED_BWD_FILTER_ENGINES",
-                           "CONVPLAN_FORBIDDEN_NOTES", "CONVPLAN_DETERMINISTIC",
-                           "CONVPLAN_ALLOW_RUNTIME_COMPILATION", "CONVPLAN_WORKSPACE_LIMIT",
-                           "CONVPLAN_TUNE_BUDGET_MS", "CONVPLAN_VERBOSE"}) {
-    setenv(name, value.c_str(), 1);
+  // Environment values end at the first NUL, as a real environment's do. putenv, not setenv:
+  // glibc's setenv keeps every value it was ever given, which would grow without bound here.
+  static std::string entry;
+  const std::string_view value = text.substr(0, text.find('\0'));
+  for (const char* name : kPolicyVariables) {
+    entry = std::string(name) + "=" + std::string(value);
+    putenv(entry.data());
     StatusOr<TunePolicy> policy = TunePolicy::from_environment();
     if (policy.ok()) (void)policy->key();
-    unsetenv(name);
+    unsetenv(name);  // takes `entry` out of the environment before it is changed
   }
   return 0;
 }

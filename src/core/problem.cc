@@ -105,8 +105,11 @@ ConvProblem ConvProblem::with_data_type(ConvProblem p, DataType t) {
 SpatialDims ConvProblem::output() const {
   SpatialDims out{1, 1, 1};
   for (int d = 0; d < spatial_dims; ++d) {
-    const int64_t span = input[d] + pad_before[d] + pad_after[d] - dilation[d] * (filter[d] - 1) - 1;
-    out[d] = span < 0 ? 0 : span / stride[d] + 1;
+    // 128-bit, as validate() computes it: paddings near 2^62 would overflow int64 here.
+    const __int128 span = static_cast<__int128>(input[d]) + pad_before[d] + pad_after[d] -
+                          static_cast<__int128>(dilation[d]) * (filter[d] - 1) - 1;
+    const __int128 size = span < 0 || stride[d] <= 0 ? 0 : span / stride[d] + 1;
+    out[d] = size > INT64_MAX ? INT64_MAX : static_cast<int64_t>(size);
   }
   return out;
 }

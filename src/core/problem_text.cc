@@ -608,17 +608,11 @@ std::string ConvProblem::to_string() const {
       s += std::to_string(value_of(d));
     }
   };
-  // The output as output() computes it, guarded so that an invalid problem still prints.
-  auto out_of = [&](int d) -> int64_t {
-    if (stride[d] < 1) return 0;
-    const __int128 span = static_cast<__int128>(input[d]) + pad_before[d] + pad_after[d] -
-                          static_cast<__int128>(dilation[d]) * (filter[d] - 1) - 1;
-    return span < 0 ? 0 : static_cast<int64_t>(span / stride[d] + 1);
-  };
+  const SpatialDims out = output();  // guarded: an invalid problem still prints
   s += "g" + std::to_string(groups) + "mb" + std::to_string(n) + "ic" + std::to_string(c);
   spatial("i", [&](int d) { return input[d]; });
   s += "oc" + std::to_string(k);
-  spatial("o", out_of);
+  spatial("o", [&](int d) { return out[d]; });
   spatial("k", [&](int d) { return filter[d]; });
   spatial("s", [&](int d) { return stride[d]; });
   spatial("p", [&](int d) { return pad_before[d]; });

@@ -12,7 +12,7 @@
 // the row's key and the copied columns equal the record's fields.
 //
 // Opening: under an flock on "<path>.lock" (so one process at a time checks and repairs), the
-// file is created 0600 if missing, opened, and checked with PRAGMA quick_check and the meta
+// file is created 0600 if missing, opened, and checked with PRAGMA integrity_check and the meta
 // table. A damaged file is moved to "<path>.corrupt-<unix time>"; a file of another format or
 // schema version to "<path>.incompatible-<unix time>"; either is replaced by a new database.
 // Then WAL (or, on a network file system, a rollback journal), synchronous=FULL (a put() that
@@ -304,10 +304,12 @@ StatusOr<SqliteTuningDatabase::Check> SqliteTuningDatabase::open_and_check() {
     return (code & 0xff) == SQLITE_NOTADB || (code & 0xff) == SQLITE_CORRUPT;
   };
 
-  // quick_check reads every page: it finds a file that is not a database, a truncated one and
-  // damaged b-trees. Up to 5 of its complaints go into the reason.
+  // integrity_check reads every page: it finds a file that is not a database, a truncated one,
+  // damaged b-trees and indexes that disagree with their tables (quick_check misses those). Up to
+  // 5 of its complaints go into the reason. A header with a schema format number SQLite does not
+  // know (bytes 44..47) fails as SQLITE_ERROR "unsupported file format": damage too.
   SqliteStatement check;
-  rc = db_.prepare("PRAGMA quick_check(5)", &check);
+  rc = db_.prepare("PRAGMA integrity_check(5)", &check);
   std::string complaints;
   if (rc == SQLITE_OK) {
     while ((rc = check.step()) == SQLITE_ROW) {
@@ -318,10 +320,12 @@ StatusOr<SqliteTuningDatabase::Check> SqliteTuningDatabase::open_and_check() {
     }
     if (rc == SQLITE_DONE) rc = SQLITE_OK;
   }
-  if (is_damage(rc)) return damaged(describe(rc));
-  if (rc != SQLITE_OK) return error(rc, "quick_check");
+  if (is_damage(rc) || db_.last_message().find("unsupported file format") != std::string::npos) {
+    return damaged(describe(rc));
+  }
+  if (rc != SQLITE_OK) return error(rc, "integrity_check");
   check = SqliteStatement();
-  if (!complaints.empty()) return damaged("quick_check: " + complaints);
+  if (!complaints.empty()) return damaged("integrity_check: " + complaints);
 
   SqliteStatement tables;
   rc = db_.prepare("SELECT count(*) FROM sqlite_schema", &tables);
