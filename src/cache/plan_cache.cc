@@ -33,12 +33,13 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
-#include <cerrno>
 #include <charconv>
 #include <chrono>
 #include <condition_variable>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
+#include <locale>
 #include <mutex>
 #include <shared_mutex>
 #include <sstream>
@@ -158,8 +159,9 @@ class PlanCache::Impl {
         tuner_(options.backend, std::move(options.tuner)),
         database_(std::move(options.database)),
         default_policy_(std::move(policy)),
+        default_policy_key_(default_policy_.key()),
         capacity_(capacity) {
-    policy_ids_.emplace(default_policy_.key(), 0);  // id 0: the default policy's key
+    policy_ids_.emplace(default_policy_key_, 0);  // id 0: the default policy's key
   }
 
   ~Impl() {
@@ -257,11 +259,12 @@ class PlanCache::Impl {
   Status miss(HandleState& state, const ConvProblem& problem, uint32_t policy_id,
               const TunePolicy& policy, DeviceAllocator* allocator, PlanRef* out);
   StatusOr<std::shared_ptr<const TuningRecord>> find_or_make_record(
-      HandleState& state, const std::string& key, const ConvProblem& problem,
+      HandleState& state, const TuningRecord& key_parts, const ConvProblem& problem,
       const TunePolicy& policy, DeviceAllocator* allocator, std::unique_ptr<Plan>* plan);
-  StatusOr<TuningRecord> load_or_tune(HandleState& state, const std::string& key,
-                                      const ConvProblem& problem, const TunePolicy& policy,
-                                      DeviceAllocator* allocator, std::unique_ptr<Plan>* plan);
+  StatusOr<TuningRecord> load_or_tune(HandleState& state, const TuningRecord& key_parts,
+                                      const std::string& key, const ConvProblem& problem,
+                                      const TunePolicy& policy, DeviceAllocator* allocator,
+                                      std::unique_ptr<Plan>* plan);
   StatusOr<std::unique_ptr<Plan>> clone_plan(cudnnHandle_t handle, const ConvProblem& problem,
                                              const TuningRecord& record);
   Status keep(HandleState& state, PlanKey key, std::unique_ptr<Plan> plan, PlanRef* out);
@@ -275,6 +278,7 @@ class PlanCache::Impl {
   Tuner tuner_;
   const std::shared_ptr<TuningDatabase> database_;
   const TunePolicy default_policy_;
+  const std::string default_policy_key_;  // computed once
   std::atomic<size_t> capacity_;
 
   std::array<HandleShard, kHandleShards> shards_;
@@ -374,10 +378,15 @@ Status PlanCache::Impl::miss(HandleState& state, const ConvProblem& problem, uin
                              const TunePolicy& policy, DeviceAllocator* allocator, PlanRef* out) {
   CONVPLAN_RETURN_IF_ERROR(problem.validate());
   misses_.fetch_add(1, std::memory_order_relaxed);
-  const std::string key = record_key(state.device, problem, policy);
+  // The record key, as record_key() makes it, from the parts known already.
+  TuningRecord key_parts;
+  key_parts.device_model = state.model_key;
+  key_parts.problem = problem.to_string();
+  key_parts.policy = policy_id == 0 ? default_policy_key_ : policy.key();
+  key_parts.convplan_version = convplan_version();
   std::unique_ptr<Plan> plan;
   StatusOr<std::shared_ptr<const TuningRecord>> record =
-      find_or_make_record(state, key, problem, policy, allocator, &plan);
+      find_or_make_record(state, key_parts, problem, policy, allocator, &plan);
   if (!record.ok()) return record.status();
   if (plan == nullptr) {
     CONVPLAN_ASSIGN_OR_RETURN(plan, clone_plan(state.handle, problem, **record));
@@ -386,8 +395,9 @@ Status PlanCache::Impl::miss(HandleState& state, const ConvProblem& problem, uin
 }
 
 StatusOr<std::shared_ptr<const TuningRecord>> PlanCache::Impl::find_or_make_record(
-    HandleState& state, const std::string& key, const ConvProblem& problem,
+    HandleState& state, const TuningRecord& key_parts, const ConvProblem& problem,
     const TunePolicy& policy, DeviceAllocator* allocator, std::unique_ptr<Plan>* plan) {
+  const std::string key = key_parts.key();
   std::shared_ptr<RecordSlot> slot;
   bool leader = false;
   {
@@ -408,7 +418,8 @@ StatusOr<std::shared_ptr<const TuningRecord>> PlanCache::Impl::find_or_make_reco
   }
 
   // The leader: load or tune outside every lock but the handle's claim.
-  StatusOr<TuningRecord> made = load_or_tune(state, key, problem, policy, allocator, plan);
+  StatusOr<TuningRecord> made =
+      load_or_tune(state, key_parts, key, problem, policy, allocator, plan);
   if (!made.ok()) {
     {
       std::lock_guard<std::mutex> lock(records_mu_);
@@ -445,7 +456,9 @@ StatusOr<std::shared_ptr<const TuningRecord>> PlanCache::Impl::find_or_make_reco
   return record;
 }
 
-StatusOr<TuningRecord> PlanCache::Impl::load_or_tune(HandleState& state, const std::string& key,
+StatusOr<TuningRecord> PlanCache::Impl::load_or_tune(HandleState& state,
+                                                     const TuningRecord& key_parts,
+                                                     const std::string& key,
                                                      const ConvProblem& problem,
                                                      const TunePolicy& policy,
                                                      DeviceAllocator* allocator,
@@ -481,10 +494,10 @@ StatusOr<TuningRecord> PlanCache::Impl::load_or_tune(HandleState& state, const s
   }
   TuningRecord record = std::move(tuned).value();
   // The cache owns the key: the record is found under it here and in the database.
-  record.device_model = state.model_key;
-  record.problem = problem.to_string();
-  record.policy = policy.key();
-  record.convplan_version = convplan_version();
+  record.device_model = key_parts.device_model;
+  record.problem = key_parts.problem;
+  record.policy = key_parts.policy;
+  record.convplan_version = key_parts.convplan_version;
   if (database_ != nullptr) {
     Status put = database_->put(record);
     if (!put.ok() && !db_write_failure_reported_.exchange(true)) {
@@ -605,11 +618,19 @@ void PlanCache::Impl::evict_over_capacity() {
         }
       }
     }
-    std::sort(candidates.begin(), candidates.end(),
-              [](const Candidate& a, const Candidate& b) { return a.stamp < b.stamp; });
+    // Oldest first. Usually the first `excess` do; the rest is sorted only when some of those
+    // were pinned or used since the scan.
+    auto older = [](const Candidate& a, const Candidate& b) { return a.stamp < b.stamp; };
+    size_t sorted = std::min(candidates.size(), excess + 8);
+    std::partial_sort(candidates.begin(), candidates.begin() + static_cast<ptrdiff_t>(sorted),
+                      candidates.end(), older);
     // The entries stay valid: removals hold removal_mu_, and so do we.
-    for (const Candidate& c : candidates) {
-      if (evicted.size() == excess) break;
+    for (size_t i = 0; i < candidates.size() && evicted.size() < excess; ++i) {
+      if (i == sorted) {
+        std::sort(candidates.begin() + static_cast<ptrdiff_t>(sorted), candidates.end(), older);
+        sorted = candidates.size();
+      }
+      const Candidate& c = candidates[i];
       std::unique_lock<std::shared_mutex> lock(c.state->mu);
       if (c.entry->refs.load(std::memory_order_acquire) != 1) continue;  // pinned meanwhile
       if (c.entry->last_used.load(std::memory_order_relaxed) != c.stamp) continue;  // used since

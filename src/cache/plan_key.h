@@ -1,23 +1,18 @@
 // The key of a cached plan inside one handle's map: the problem and the id of the policy key it
 // was tuned under. Internal to src/cache.
 //
-// The hash is for the hit path: a few multiply-xor steps over the fields that == compares, with
-// no string building and no allocation (ConvProblem::hash() is FNV-1a byte by byte: stable across
-// processes, which a map inside one process does not need, and several times slower).
+// The hash and the comparison are for the hit path: no string building, no allocation, and
+// cheaper than ConvProblem::hash() (FNV-1a byte by byte: stable across processes, which a map
+// inside one process does not need) and the defaulted == (one memcmp call per array).
 #pragma once
 
-#include <cstddef>
+#include <cstddef>  // offsetof
 #include <cstdint>
 #include <cstring>
 
 #include "convplan/problem.h"
 
 namespace convplan::cache_detail {
-
-inline uint64_t mix(uint64_t h, uint64_t v) {
-  h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
-  return h;
-}
 
 inline uint64_t finalize(uint64_t h) {
   h ^= h >> 33;
@@ -35,40 +30,67 @@ inline uint64_t double_bits(double d) {
   return bits;
 }
 
-// Equal problems (==) hash equally. Entries past spatial_dims are included: validate() keeps them
-// at their defaults, and == compares them anyway.
+inline uint64_t word(int64_t v) { return static_cast<uint64_t>(v); }
+
+// Equal problems (==) hash equally. A sum of products with distinct odd constants: the products
+// are independent, so they pipeline, unlike a chain of combine steps. Entries past spatial_dims
+// are included (validate() keeps them at their defaults, and == compares them anyway); strides
+// only with the explicit layout (zeros otherwise); collisions only cost an extra comparison.
 inline uint64_t problem_hash(const ConvProblem& p) {
-  uint64_t h = static_cast<uint64_t>(p.direction) | static_cast<uint64_t>(p.spatial_dims) << 4 |
-               static_cast<uint64_t>(p.data_type) << 8 | static_cast<uint64_t>(p.compute_type) << 12 |
-               static_cast<uint64_t>(p.layout) << 16 |
-               static_cast<uint64_t>(p.allow_tensor_cores) << 20;
-  h = mix(h, static_cast<uint64_t>(p.n));
-  h = mix(h, static_cast<uint64_t>(p.c));
-  h = mix(h, static_cast<uint64_t>(p.k));
-  h = mix(h, static_cast<uint64_t>(p.groups));
+  const uint64_t header = word(static_cast<int64_t>(p.direction)) |
+                          word(p.spatial_dims) << 4 |
+                          word(static_cast<int64_t>(p.data_type)) << 8 |
+                          word(static_cast<int64_t>(p.compute_type)) << 12 |
+                          word(static_cast<int64_t>(p.layout)) << 16 |
+                          word(p.allow_tensor_cores ? 1 : 0) << 20;
+  uint64_t h = header * 0x9e3779b97f4a7c15ull + word(p.n) * 0xc2b2ae3d27d4eb4full +
+               word(p.c) * 0x165667b19e3779f9ull + word(p.k) * 0xd6e8feb86659fd93ull +
+               word(p.groups) * 0xa0761d6478bd642full;
+  uint64_t g = 0;
   for (int d = 0; d < kMaxSpatialDims; ++d) {
-    // The geometry of one dimension, packed: sizes rarely exceed 2^16 and collisions only cost
-    // an extra == comparison.
-    h = mix(h, static_cast<uint64_t>(p.input[d]) ^ static_cast<uint64_t>(p.filter[d]) << 24 ^
-                   static_cast<uint64_t>(p.stride[d]) << 40 ^
-                   static_cast<uint64_t>(p.dilation[d]) << 52);
-    h = mix(h, static_cast<uint64_t>(p.pad_before[d]) ^ static_cast<uint64_t>(p.pad_after[d]) << 32);
+    const uint64_t shift = 13 * static_cast<uint64_t>(d);
+    g += (word(p.input[d]) << shift) * 0xe7037ed1a0b428dbull +
+         (word(p.filter[d]) << shift) * 0x8ebc6af09c88c6e3ull +
+         (word(p.stride[d]) << shift) * 0x589965cc75374cc3ull +
+         (word(p.dilation[d]) << shift) * 0x1d8e4e27c47d124full +
+         (word(p.pad_before[d]) << shift) * 0xff51afd7ed558ccdull +
+         (word(p.pad_after[d]) << shift) * 0xc4ceb9fe1a85ec53ull;
   }
   if (p.layout == Layout::kExplicit) {
     for (int d = 0; d < kMaxTensorRank; ++d) {
-      h = mix(h, static_cast<uint64_t>(p.x_strides[d]) ^ static_cast<uint64_t>(p.w_strides[d]) << 21 ^
-                     static_cast<uint64_t>(p.y_strides[d]) << 42);
+      g += word(p.x_strides[d]) * (0x9e3779b97f4a7c15ull + 2 * static_cast<uint64_t>(d)) +
+           word(p.y_strides[d]) * (0xc2b2ae3d27d4eb4full + 2 * static_cast<uint64_t>(d)) +
+           word(p.w_strides[d]) * (0x165667b19e3779f9ull + 2 * static_cast<uint64_t>(d));
     }
   }
-  h = mix(h, double_bits(p.alpha));
-  h = mix(h, double_bits(p.beta));
+  h += (g ^ (g >> 29)) * 0x94d049bb133111ebull;
+  h += double_bits(p.alpha) * 0xbf58476d1ce4e5b9ull + double_bits(p.beta) * 0x2545f4914f6cdd1dull;
   return h;
+}
+
+// The same answer as ==, in three comparisons of contiguous memory instead of one per array.
+inline bool same_problem(const ConvProblem& a, const ConvProblem& b) {
+  static_assert(offsetof(ConvProblem, dilation) ==
+                    offsetof(ConvProblem, input) + 5 * sizeof(SpatialDims),
+                "the six SpatialDims of ConvProblem are expected to be contiguous");
+  static_assert(offsetof(ConvProblem, y_strides) ==
+                    offsetof(ConvProblem, x_strides) + 2 * sizeof(TensorStrides),
+                "the three TensorStrides of ConvProblem are expected to be contiguous");
+  return a.n == b.n && a.c == b.c && a.k == b.k && a.groups == b.groups &&
+         a.direction == b.direction && a.spatial_dims == b.spatial_dims &&
+         a.data_type == b.data_type && a.compute_type == b.compute_type &&
+         a.allow_tensor_cores == b.allow_tensor_cores && a.layout == b.layout &&
+         a.alpha == b.alpha && a.beta == b.beta &&
+         std::memcmp(&a.input, &b.input, 6 * sizeof(SpatialDims)) == 0 &&
+         std::memcmp(&a.x_strides, &b.x_strides, 3 * sizeof(TensorStrides)) == 0;
 }
 
 struct PlanKey {
   ConvProblem problem;
   uint32_t policy_id = 0;
-  bool operator==(const PlanKey&) const = default;
+  bool operator==(const PlanKey& o) const {
+    return policy_id == o.policy_id && same_problem(problem, o.problem);
+  }
 };
 
 // A key to look up without copying the problem (heterogeneous lookup).
@@ -82,7 +104,7 @@ struct PlanKeyHash {
   size_t operator()(const PlanKey& k) const { return hash(k.problem, k.policy_id); }
   size_t operator()(const PlanKeyView& k) const { return hash(*k.problem, k.policy_id); }
   static size_t hash(const ConvProblem& p, uint32_t policy_id) {
-    return static_cast<size_t>(finalize(mix(problem_hash(p), policy_id)));
+    return static_cast<size_t>(finalize(problem_hash(p) + policy_id * 0x9e3779b97f4a7c15ull));
   }
 };
 
@@ -90,7 +112,7 @@ struct PlanKeyEqual {
   using is_transparent = void;
   bool operator()(const PlanKey& a, const PlanKey& b) const { return a == b; }
   bool operator()(const PlanKeyView& a, const PlanKey& b) const {
-    return a.policy_id == b.policy_id && *a.problem == b.problem;
+    return a.policy_id == b.policy_id && same_problem(*a.problem, b.problem);
   }
   bool operator()(const PlanKey& a, const PlanKeyView& b) const { return (*this)(b, a); }
 };
