@@ -1,6 +1,7 @@
 // convplan bench: every distinct convolution of a suite, tuned and timed, one row each.
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <set>
@@ -35,7 +36,7 @@ ProblemOverrides bench_defaults() {
 
 struct Row {
   SuiteProblem layer;
-  Status status;                        // why it has no time, when not ok
+  Status status;  // why it has no time, when not ok
   std::optional<Measurement> measured;
   std::optional<Verification> verification;
   double floor_ms = -1;
@@ -58,9 +59,9 @@ struct Totals {
   int64_t count = 0;
   int layers = 0;
   int failed = 0;
-  double time_ms = 0;      // sum of count * median over the layers that ran
-  double flops = 0;        // of those
-  double floor_ms = 0;     // of those, where known
+  double time_ms = 0;   // sum of count * median over the layers that ran
+  double flops = 0;     // of those
+  double floor_ms = 0;  // of those, where known
   bool floor_known = true;
   double tuning_ms = 0;
   double tflops() const { return time_ms > 0 ? flops / (time_ms * 1e9) : -1; }
@@ -136,9 +137,10 @@ nlohmann::json row_json(const Row& r) {
 }
 
 const std::vector<std::string> kCsvHeader = {
-    "name", "count", "descriptor", "direction", "data_type", "layout", "n", "engine", "knobs",
-    "notes", "workspace_bytes", "median_ms", "min_ms", "max_ms", "tflops", "gbps",
-    "roofline_floor_ms", "roofline_share", "tuning_ms", "source", "relative_error", "error"};
+    "name",      "count",  "descriptor",     "direction", "data_type",         "layout",
+    "n",         "engine", "knobs",          "notes",     "workspace_bytes",   "median_ms",
+    "min_ms",    "max_ms", "tflops",         "gbps",      "roofline_floor_ms", "roofline_share",
+    "tuning_ms", "source", "relative_error", "error"};
 
 std::string csv_number(double v, int digits) { return v < 0 ? "" : fixed(v, digits); }
 
@@ -211,8 +213,7 @@ nlohmann::json settings_json(const BenchOptions& o, const Suite& suite, const Tu
   s["source"] = suite.source;
   const ProblemOverrides d = bench_defaults();
   const ProblemOverrides f = o.problem.overrides();
-  s["direction"] = o.problem.direction.empty() ? to_string(*d.direction)
-                                               : to_string(*f.direction);
+  s["direction"] = o.problem.direction.empty() ? to_string(*d.direction) : to_string(*f.direction);
   s["data_type"] = o.problem.data_type.empty() ? to_string(*d.data_type) : to_string(*f.data_type);
   s["layout"] = o.problem.layout.empty() ? to_string(*d.layout) : to_string(*f.layout);
   s["batch"] = o.problem.batch ? nlohmann::json(*o.problem.batch) : nlohmann::json();
@@ -250,10 +251,10 @@ int list_suites() {
 }  // namespace
 
 int bench_command(const GlobalOptions& global, const BenchOptions& o) {
+  const auto command_start = std::chrono::steady_clock::now();
   if (o.list_suites) return list_suites();
-  StatusOr<Suite> suite = !o.file.empty()
-                              ? load_suite_file(o.file)
-                              : builtin_suite(o.suite.empty() ? "resnet50" : o.suite);
+  StatusOr<Suite> suite = !o.file.empty() ? load_suite_file(o.file)
+                                          : builtin_suite(o.suite.empty() ? "resnet50" : o.suite);
   if (!suite.ok()) return fail(kExitUsage, suite.status().message());
   StatusOr<std::vector<SuiteProblem>> layers =
       suite_problems(*suite, o.problem.overrides(), bench_defaults());
@@ -261,6 +262,8 @@ int bench_command(const GlobalOptions& global, const BenchOptions& o) {
 
   std::vector<Row> rows;
   for (SuiteProblem& l : *layers) rows.push_back(Row{std::move(l), ok_status(), {}, {}, -1});
+  // The table goes to standard error when JSON or CSV goes to standard output.
+  std::ostream& human = o.json_path == "-" || o.csv_path == "-" ? std::cerr : std::cout;
 
   if (o.dry_run) {
     Table t({"layer", "count", "descriptor", "GFLOP", "min MB"}, {false, true, false, true, true});
@@ -269,11 +272,14 @@ int bench_command(const GlobalOptions& global, const BenchOptions& o) {
                  fixed(r.layer.problem.flops() / 1e9, 3),
                  fixed(r.layer.problem.min_bytes() / 1e6, 2)});
     }
-    std::cout << suite->source << ": " << rows.size() << " distinct convolutions, "
-              << suite->total_count() << " in the model\n";
-    t.print(std::cout);
-    nlohmann::json j = {{"format", "convplan-bench"}, {"version", 1}, {"date", utc_timestamp()},
-                        {"dry_run", true}, {"settings", settings_json(o, *suite, nullptr)}};
+    human << suite->source << ": " << rows.size() << " distinct convolutions, "
+          << suite->total_count() << " in the model\n";
+    t.print(human);
+    nlohmann::json j = {{"format", "convplan-bench"},
+                        {"version", 1},
+                        {"date", utc_timestamp()},
+                        {"dry_run", true},
+                        {"settings", settings_json(o, *suite, nullptr)}};
     j["rows"] = nlohmann::json::array();
     for (const Row& r : rows) j["rows"].push_back(row_json(r));
     const Totals tot = totals_of(rows);
@@ -324,6 +330,10 @@ int bench_command(const GlobalOptions& global, const BenchOptions& o) {
   mo.iters = o.timing.iters;
   mo.warmup = o.timing.warmup;
   mo.flush_l2 = o.timing.flush_l2;
+  // Set-up: the session (cuDNN, the database), the roofline rates, the tensors.
+  const double setup_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - command_start)
+          .count();
   Progress progress(rows.size());
   bool verify_failed = false;
   for (size_t i = 0; i < rows.size(); ++i) {
@@ -366,32 +376,37 @@ int bench_command(const GlobalOptions& global, const BenchOptions& o) {
              fixed(tot.time_ms, 3), fixed(tot.tflops(), 1), percent(tot.share()),
              fixed(tot.tuning_ms, 1)});
   const Environment env = environment(session);
-  std::cout << suite->source << " on " << env.device.name << ", cuDNN "
-            << cudnn_version_text(env.cudnn_version) << ", tune "
-            << to_string(session.policy().mode) << ", " << mo.iters << " timed runs each\n";
-  t.print(std::cout);
+  human << suite->source << " on " << env.device.name << ", cuDNN "
+        << cudnn_version_text(env.cudnn_version) << ", tune " << to_string(session.policy().mode)
+        << ", " << mo.iters << " timed runs each\n";
+  t.print(human);
   for (const Row& r : rows) {
-    if (!r.status.ok()) std::cout << r.layer.name << ": " << r.status.to_string() << "\n";
+    if (!r.status.ok()) human << r.layer.name << ": " << r.status.to_string() << "\n";
     if (r.verification && !r.verification->passed) {
-      std::cout << r.layer.name << ": verification FAILED, relative error "
-                << r.verification->relative_error << " > " << r.verification->tolerance << "\n";
+      human << r.layer.name << ": verification FAILED, relative error "
+            << r.verification->relative_error << " > " << r.verification->tolerance << "\n";
     }
   }
   if (rates_json_source) {
-    std::cout << "roofline floor = max(flops / matrix rate, bytes / copy bandwidth); rates: ";
+    human << "roofline floor = max(flops / matrix rate, bytes / copy bandwidth); rates: ";
     bool first = true;
     for (const auto& [key, rate] : rates) {
-      std::cout << (first ? "" : "; ") << to_string(key.first) << (key.second ? "" : " (no TC)")
-                << " " << fixed(rate.matrix_tflops, 1) << " TFLOP/s";
+      human << (first ? "" : "; ") << to_string(key.first) << (key.second ? "" : " (no TC)") << " "
+            << fixed(rate.matrix_tflops, 1) << " TFLOP/s";
       first = false;
     }
-    std::cout << "; copy " << fixed(rates_json_source->copy_gbps, 0) << " GB/s\n";
+    human << "; copy " << fixed(rates_json_source->copy_gbps, 0) << " GB/s\n";
   }
   const CacheStats stats = session.cache().stats();
-  std::cout << "cache: " << stats.to_string() << "\n";
+  human << "cache: " << stats.to_string() << "\n";
+  // From the command's start: the set-up, then the first convolution's plan and result.
+  const double first_result_ms =
+      rows.empty() || !rows[0].measured ? -1 : setup_ms + rows[0].measured->first_result_ms;
+  human << "set-up " << fixed(setup_ms, 1) << " ms; first result at " << fixed(first_result_ms, 1)
+        << " ms; plans found or tuned in " << fixed(tot.tuning_ms, 1) << " ms\n";
 
-  nlohmann::json j = {{"format", "convplan-bench"}, {"version", 1}, {"date", utc_timestamp()},
-                      {"dry_run", false}};
+  nlohmann::json j = {
+      {"format", "convplan-bench"}, {"version", 1}, {"date", utc_timestamp()}, {"dry_run", false}};
   j.update(environment_json(env));
   j["settings"] = settings_json(o, *suite, &session.policy());
   nlohmann::json rates_j = nlohmann::json::array();
@@ -413,17 +428,14 @@ int bench_command(const GlobalOptions& global, const BenchOptions& o) {
                  {"tflops", num(tot.tflops())},
                  {"roofline_floor_ms", tot.floor_known ? num(tot.floor_ms) : nlohmann::json()},
                  {"roofline_share", num(tot.share())},
-                 {"tuning_ms", tot.tuning_ms}};
-  j["cache_stats"] = {{"text", stats.to_string()},
-                      {"hits", stats.hits},
-                      {"misses", stats.misses},
-                      {"tunes", stats.tunes},
-                      {"clones", stats.clones},
-                      {"db_hits", stats.db_hits},
-                      {"failures", stats.failures},
-                      {"tune_ms", stats.tune_ms},
-                      {"plans", stats.plans},
-                      {"records", stats.records}};
+                 {"tuning_ms", tot.tuning_ms},
+                 {"setup_ms", setup_ms},
+                 {"first_result_ms", first_result_ms}};
+  j["cache_stats"] = {{"text", stats.to_string()},  {"hits", stats.hits},
+                      {"misses", stats.misses},     {"tunes", stats.tunes},
+                      {"clones", stats.clones},     {"db_hits", stats.db_hits},
+                      {"failures", stats.failures}, {"tune_ms", stats.tune_ms},
+                      {"plans", stats.plans},       {"records", stats.records}};
   if (Status s = write_outputs(o, j, rows); !s.ok()) return fail(kExitFailure, s.to_string());
   if (verify_failed) return fail(kExitVerifyFailed, "verification failed (see above)");
   if (tot.failed > 0) {

@@ -57,8 +57,9 @@ int db_command(const GlobalOptions& global, const DbOptions& o) {
     return fail(kExitUsage, "no tuning database at '" + path + "' (nothing tuned there yet?)");
   }
   if (o.action == "prune" && !o.all && !o.older_than_days && !o.device_model && !o.cudnn_version) {
-    return fail(kExitUsage, "prune needs a filter: --older-than DAYS, --device MODEL, --cudnn "
-                            "VERSION, or --all");
+    return fail(kExitUsage,
+                "prune needs a filter: --older-than DAYS, --device MODEL, --cudnn "
+                "VERSION, or --all");
   }
   std::string import_text;
   if (writes_new) {
@@ -145,8 +146,8 @@ int db_command(const GlobalOptions& global, const DbOptions& o) {
   if (o.action == "prune") {
     PruneFilter f;
     if (o.older_than_days) {
-      f.older_than_unix =
-          static_cast<int64_t>(std::time(nullptr)) - static_cast<int64_t>(*o.older_than_days * 86400);
+      f.older_than_unix = static_cast<int64_t>(std::time(nullptr)) -
+                          static_cast<int64_t>(*o.older_than_days * 86400);
     }
     f.device_model = o.device_model;
     f.cudnn_version = o.cudnn_version;

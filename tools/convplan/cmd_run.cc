@@ -15,9 +15,12 @@ namespace convplan::cli {
 // Shared with cmd_bench.cc.
 int exit_code_for(const Status& s) {
   switch (s.code()) {
-    case StatusCode::kOk: return kExitOk;
-    case StatusCode::kNoDevice: return kExitNoGpu;
-    default: return kExitFailure;
+    case StatusCode::kOk:
+      return kExitOk;
+    case StatusCode::kNoDevice:
+      return kExitNoGpu;
+    default:
+      return kExitFailure;
   }
 }
 
@@ -132,9 +135,9 @@ int run_command(const GlobalOptions& global, const RunOptions& o) {
   out << "workspace  " << human_bytes(static_cast<double>(m.workspace_bytes)) << "\n";
   out << "tuning     " << fixed(m.tuning_ms, 1) << " ms (" << m.source << ", mode "
       << to_string(session.policy().mode) << ")\n";
-  out << "time       median " << fixed(median, 4) << " ms over " << m.time.runs
-      << " runs (min " << fixed(m.time.min_ms, 4) << ", p10 " << fixed(m.time.p10_ms, 4)
-      << ", p90 " << fixed(m.time.p90_ms, 4) << ", max " << fixed(m.time.max_ms, 4)
+  out << "time       median " << fixed(median, 4) << " ms over " << m.time.runs << " runs (min "
+      << fixed(m.time.min_ms, 4) << ", p10 " << fixed(m.time.p10_ms, 4) << ", p90 "
+      << fixed(m.time.p90_ms, 4) << ", max " << fixed(m.time.max_ms, 4)
       << "); CUDA events around each run of the acquired plan after " << mo.warmup
       << " warm-up runs" << (mo.flush_l2 ? ", L2 flushed before each" : "") << "\n";
   out << "rate       " << fixed(tflops, 2) << " TFLOP/s, " << fixed(gbps, 1) << " GB/s\n";
@@ -151,7 +154,8 @@ int run_command(const GlobalOptions& global, const RunOptions& o) {
         << (verification->full ? " elements (all)" : " sampled elements") << "\n";
   }
   out << "cache      " << session.cache().stats().to_string() << "\n";
-  std::cout << out.str();
+  // The report goes to standard error when the JSON goes to standard output.
+  (o.json_path == "-" ? std::cerr : std::cout) << out.str();
 
   if (!o.json_path.empty()) {
     nlohmann::json j;
@@ -222,9 +226,9 @@ int engines_command(const GlobalOptions& /*global*/, const EnginesOptions& o) {
   StatusOr<std::vector<EngineReport>> reports = inspect_engines(ctx->handle(), *parsed);
   if (!reports.ok()) return fail(exit_code_for(reports.status()), reports.status().to_string());
 
-  Table table({"engine", "finalizes", "workspace", "notes", "knobs (min..max step, default)",
-               "why not"},
-              {true, false, true, false, false, false});
+  Table table(
+      {"engine", "finalizes", "workspace", "notes", "knobs (min..max step, default)", "why not"},
+      {true, false, true, false, false, false});
   nlohmann::json rows = nlohmann::json::array();
   int finalized = 0;
   for (const EngineReport& r : *reports) {
@@ -247,16 +251,18 @@ int engines_command(const GlobalOptions& /*global*/, const EnginesOptions& o) {
     table.add_row({std::to_string(r.engine_id), ok ? "yes" : "no",
                    ok ? human_bytes(static_cast<double>(r.workspace_bytes)) : "-",
                    notes_to_string(r.notes), knobs, ok ? "" : r.status.to_string()});
-    rows.push_back({{"engine", r.engine_id},
-                    {"finalizes", ok},
-                    {"status", r.status.to_string()},
-                    {"notes", notes_to_string(r.notes)},
-                    {"knobs", knobs_j},
-                    {"workspace_bytes", ok ? nlohmann::json(r.workspace_bytes) : nlohmann::json()}});
+    rows.push_back(
+        {{"engine", r.engine_id},
+         {"finalizes", ok},
+         {"status", r.status.to_string()},
+         {"notes", notes_to_string(r.notes)},
+         {"knobs", knobs_j},
+         {"workspace_bytes", ok ? nlohmann::json(r.workspace_bytes) : nlohmann::json()}});
   }
-  std::cout << parsed->to_string() << ": " << reports->size() << " engine indices, " << finalized
-            << " finalize with default knobs\n";
-  table.print(std::cout);
+  std::ostream& human = o.json_path == "-" ? std::cerr : std::cout;
+  human << parsed->to_string() << ": " << reports->size() << " engine indices, " << finalized
+        << " finalize with default knobs\n";
+  table.print(human);
   if (!o.json_path.empty()) {
     nlohmann::json j = {{"format", "convplan-engines"},
                         {"version", 1},
@@ -274,9 +280,10 @@ int engines_command(const GlobalOptions& /*global*/, const EnginesOptions& o) {
 int devices_command(const GlobalOptions& /*global*/, const DevicesOptions& o) {
   const int driver = driver_cuda_version();
   const std::string driver_version = nvidia_driver_version();
-  std::cout << "convplan " << convplan_version() << ", cuDNN "
-            << cudnn_version_text(cudnn_runtime_version()) << ", CUDA runtime "
-            << cuda_version_text(cuda_runtime_version()) << "\n";
+  std::ostream& human = o.json_path == "-" ? std::cerr : std::cout;
+  human << "convplan " << convplan_version() << ", cuDNN "
+        << cudnn_version_text(cudnn_runtime_version()) << ", CUDA runtime "
+        << cuda_version_text(cuda_runtime_version()) << "\n";
   if (int rc = gpu_missing(); rc != kExitOk) return rc;
   std::shared_ptr<Backend> backend = make_cudnn_backend();
   Table table({"gpu", "name", "cc", "SMs", "L2", "memory", "uuid", "model key"},
@@ -301,9 +308,9 @@ int devices_command(const GlobalOptions& /*global*/, const DevicesOptions& o) {
                     {"cudnn_version", d->cudnn_version},
                     {"model_key", d->model_key()}});
   }
-  std::cout << "driver " << (driver_version.empty() ? "?" : driver_version) << " (CUDA "
-            << cuda_version_text(driver) << ")\n";
-  table.print(std::cout);
+  human << "driver " << (driver_version.empty() ? "?" : driver_version) << " (CUDA "
+        << cuda_version_text(driver) << ")\n";
+  table.print(human);
   if (!o.json_path.empty()) {
     nlohmann::json j = {{"format", "convplan-devices"},
                         {"version", 1},

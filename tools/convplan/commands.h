@@ -74,7 +74,7 @@ struct BenchOptions {
   ProblemFlags problem;
   TimingFlags timing;
   bool verify = false;
-  bool dry_run = false;      // parse and list; no GPU
+  bool dry_run = false;  // parse and list; no GPU
   bool list_suites = false;
   std::string json_path, csv_path;
 };
@@ -88,7 +88,7 @@ struct DbOptions {
   std::optional<double> older_than_days;
   std::optional<std::string> device_model;
   std::optional<int64_t> cudnn_version;
-  bool all = false;    // prune everything
+  bool all = false;  // prune everything
 };
 int db_command(const GlobalOptions& global, const DbOptions& options);
 

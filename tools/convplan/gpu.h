@@ -9,12 +9,11 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "convplan/backend.h"
 #include "convplan/cudnn_backend.h"
@@ -29,9 +28,9 @@ namespace convplan::cli {
 
 struct SessionOptions {
   int gpu = 0;
-  std::string db_path;            // "off" or ":memory:": no persistence
-  std::optional<TuneMode> mode;   // over CONVPLAN_TUNE
-  int verbose = 0;                // over CONVPLAN_VERBOSE when > 0
+  std::string db_path;           // "off" or ":memory:": no persistence
+  std::optional<TuneMode> mode;  // over CONVPLAN_TUNE
+  int verbose = 0;               // over CONVPLAN_VERBOSE when > 0
 };
 
 class Session {
@@ -91,8 +90,9 @@ struct Measurement {
   EngineConfig config;
   NoteSet notes = 0;
   int64_t workspace_bytes = 0;
-  double tuning_ms = 0;   // wall time of the PlanCache::acquire that found or tuned the plan
-  std::string source;     // "tuned", "database" or "memory" (this process had it)
+  double tuning_ms = 0;         // wall time of the PlanCache::acquire that found or tuned the plan
+  double first_result_ms = 0;   // from the acquire's start until its first execute had finished
+  std::string source;           // "tuned", "database" or "memory" (this process had it)
   std::vector<float> times_ms;  // Backend::time: CUDA events around each run
   TimeSummary time;
 };

@@ -2,7 +2,6 @@
 // (commands.h). Every parse error (unknown flag, bad value, missing file, missing argument) exits
 // with kExitUsage and a message naming the flag.
 #include <CLI/CLI.hpp>
-
 #include <functional>
 #include <iostream>
 #include <string>
@@ -36,18 +35,17 @@ CLI::Validator status_validator(F check, std::string type_name) {
       std::move(type_name));
 }
 
-const CLI::Validator kDirection =
-    status_validator([](const std::string& s) { return parse_direction(s).status(); },
-                     "fwd|bwd_data|bwd_filter");
-const CLI::Validator kDataType =
-    status_validator([](const std::string& s) { return parse_data_type(s).status(); },
-                     "f32|f16|bf16|f64");
+const CLI::Validator kDirection = status_validator(
+    [](const std::string& s) { return parse_direction(s).status(); }, "fwd|bwd_data|bwd_filter");
+const CLI::Validator kDataType = status_validator(
+    [](const std::string& s) { return parse_data_type(s).status(); }, "f32|f16|bf16|f64");
 const CLI::Validator kLayout = status_validator(
     [](const std::string& s) -> Status {
       StatusOr<Layout> l = parse_layout(s);
       if (!l.ok()) return l.status();
       if (*l == Layout::kExplicit) {
-        return invalid_argument("'" + s + "': explicit strides are given in the descriptor (xs:, "
+        return invalid_argument("'" + s +
+                                "': explicit strides are given in the descriptor (xs:, "
                                 "ws:, ys:), not here; use nchw or nhwc");
       }
       return ok_status();
@@ -77,7 +75,8 @@ struct TimingFlagOptions {
 };
 
 void add_timing_flags(CLI::App* cmd, TimingFlags& t, TimingFlagOptions& o) {
-  cmd->add_option("--gpu", t.gpu, "CUDA device ordinal")->check(CLI::NonNegativeNumber)
+  cmd->add_option("--gpu", t.gpu, "CUDA device ordinal")
+      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   cmd->add_option("--tune", t.tune, "tuning mode (default: $CONVPLAN_TUNE, else limited)")
       ->check(kTuneMode);
@@ -102,9 +101,10 @@ void finish_timing_flags(TimingFlags& t, const TimingFlagOptions& o) {
 }
 
 int parse_and_run(int argc, char** argv) {
-  CLI::App app{"convplan: tuned cuDNN convolutions: run, benchmark and inspect them, and manage "
-               "the tuning database.",
-               "convplan"};
+  CLI::App app{
+      "convplan: tuned cuDNN convolutions: run, benchmark and inspect them, and manage "
+      "the tuning database.",
+      "convplan"};
   app.set_version_flag("--version", std::string(convplan_version()));
   app.require_subcommand(1);
   app.fallthrough();
@@ -127,8 +127,9 @@ int parse_and_run(int argc, char** argv) {
   CLI::Option* run_batch_opt = nullptr;
   TimingFlagOptions run_timing;
   CLI::App* run_cmd = app.add_subcommand(
-      "run", "tune one convolution (through the plan cache and the tuning database), run it on "
-             "random data, time it and report the engine, the time and the roofline share");
+      "run",
+      "tune one convolution (through the plan cache and the tuning database), run it on "
+      "random data, time it and report the engine, the time and the roofline share");
   run_cmd->add_option("descriptor", run.descriptor, kDescriptorHelp)->required();
   add_problem_flags(run_cmd, run.problem, run_batch, run_batch_opt, true);
   add_timing_flags(run_cmd, run.timing, run_timing);
@@ -147,8 +148,9 @@ int parse_and_run(int argc, char** argv) {
   CLI::Option* bench_batch_opt = nullptr;
   TimingFlagOptions bench_timing;
   CLI::App* bench_cmd = app.add_subcommand(
-      "bench", "tune and time every distinct convolution of a model suite, one row each and a "
-               "total (default: ResNet-50 forward, bf16, nhwc, batch 32)");
+      "bench",
+      "tune and time every distinct convolution of a model suite, one row each and a "
+      "total (default: ResNet-50 forward, bf16, nhwc, batch 32)");
   CLI::Option* suite_opt =
       bench_cmd->add_option("--suite", bench.suite, "built-in suite (see --list-suites)");
   CLI::Option* file_opt = bench_cmd->add_option("--file", bench.file, "a suite file of your own")
@@ -174,8 +176,9 @@ int parse_and_run(int argc, char** argv) {
   int64_t engines_batch = 0;
   CLI::Option* engines_batch_opt = nullptr;
   CLI::App* engines_cmd = app.add_subcommand(
-      "engines", "every cuDNN engine index for a convolution: whether it finalizes (or why not), "
-                 "its notes, knob ranges and workspace");
+      "engines",
+      "every cuDNN engine index for a convolution: whether it finalizes (or why not), "
+      "its notes, knob ranges and workspace");
   engines_cmd->add_option("descriptor", engines.descriptor, kDescriptorHelp)->required();
   add_problem_flags(engines_cmd, engines.problem, engines_batch, engines_batch_opt, true);
   engines_cmd->add_option("--gpu", engines.gpu, "CUDA device ordinal")
@@ -201,7 +204,9 @@ int parse_and_run(int argc, char** argv) {
   CLI::App* db_cmd = app.add_subcommand(
       "db", "the tuning database (works without a GPU; --db PATH picks the file)");
   db_cmd->require_subcommand(1);
-  db_cmd->add_subcommand("path", "print the database's path")->callback([&] { db.action = "path"; });
+  db_cmd->add_subcommand("path", "print the database's path")->callback([&] {
+    db.action = "path";
+  });
   CLI::App* db_list = db_cmd->add_subcommand("list", "one line per record");
   db_list->add_flag("--json", db.json, "the records as a JSON array");
   db_list->callback([&] { db.action = "list"; });
@@ -213,26 +218,29 @@ int parse_and_run(int argc, char** argv) {
   db_export->callback([&] { db.action = "export"; });
   CLI::App* db_import = db_cmd->add_subcommand(
       "import", "add the records of an exported document; they replace records with equal keys");
-  db_import->add_option("file", db.file, "an exported JSON document")->required()
+  db_import->add_option("file", db.file, "an exported JSON document")
+      ->required()
       ->check(CLI::ExistingFile);
   db_import->callback([&] { db.action = "import"; });
   CLI::App* db_merge = db_cmd->add_subcommand(
       "merge", "add the records of an exported document; records already present win");
-  db_merge->add_option("file", db.file, "an exported JSON document")->required()
+  db_merge->add_option("file", db.file, "an exported JSON document")
+      ->required()
       ->check(CLI::ExistingFile);
   db_merge->callback([&] { db.action = "merge"; });
   db_cmd->add_subcommand("verify", "read every row and check it; exit 4 when any is bad")
       ->callback([&] { db.action = "verify"; });
-  CLI::App* db_prune = db_cmd->add_subcommand(
-      "prune", "remove the records matching every given filter");
-  CLI::Option* older_opt = db_prune->add_option("--older-than", older_than,
-                                                "tuned more than DAYS days ago")
-                               ->check(CLI::NonNegativeNumber);
-  CLI::Option* device_opt = db_prune->add_option(
-      "--device", device_model, "device model key, as db list shows it");
-  CLI::Option* cudnn_opt = db_prune->add_option("--cudnn", cudnn_version,
-                                                "cuDNN version as cudnnGetVersion(), e.g. 91900")
-                               ->check(CLI::PositiveNumber);
+  CLI::App* db_prune =
+      db_cmd->add_subcommand("prune", "remove the records matching every given filter");
+  CLI::Option* older_opt =
+      db_prune->add_option("--older-than", older_than, "tuned more than DAYS days ago")
+          ->check(CLI::NonNegativeNumber);
+  CLI::Option* device_opt =
+      db_prune->add_option("--device", device_model, "device model key, as db list shows it");
+  CLI::Option* cudnn_opt =
+      db_prune
+          ->add_option("--cudnn", cudnn_version, "cuDNN version as cudnnGetVersion(), e.g. 91900")
+          ->check(CLI::PositiveNumber);
   db_prune->add_flag("--all", db.all, "remove every record");
   db_prune->callback([&] {
     db.action = "prune";
@@ -247,6 +255,24 @@ int parse_and_run(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
+    // CLI11 reports a mistyped command as a missing one; name the word that was given instead.
+    if (dynamic_cast<const CLI::RequiredError*>(&e) != nullptr) {
+      CLI::App* level = &app;
+      std::string path = "convplan";
+      while (!level->get_subcommands().empty()) {
+        level = level->get_subcommands().front();
+        path += " " + level->get_name();
+      }
+      const std::vector<std::string> extra = app.remaining(true);
+      if (level->get_require_subcommand_min() > 0 && !extra.empty()) {
+        std::string known;
+        for (const CLI::App* sub : level->get_subcommands({})) {
+          known += (known.empty() ? "" : ", ") + sub->get_name();
+        }
+        return fail(kExitUsage, "unknown command '" + extra.front() + "' for '" + path +
+                                    "' (commands: " + known + "; see --help)");
+      }
+    }
     const int code = app.exit(e);
     return code == 0 ? kExitOk : kExitUsage;
   }

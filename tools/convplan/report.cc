@@ -158,7 +158,8 @@ Status write_text(const std::string& path, const std::string& text) {
   if (path == "-") {
     std::cout << text;
     std::cout.flush();
-    return std::cout ? ok_status() : Status(StatusCode::kIoError, "cannot write to standard output");
+    return std::cout ? ok_status()
+                     : Status(StatusCode::kIoError, "cannot write to standard output");
   }
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   if (!out) return Status(StatusCode::kIoError, "cannot open '" + path + "' for writing");

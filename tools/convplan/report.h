@@ -4,11 +4,10 @@
 
 #include <cstdint>
 #include <iosfwd>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "convplan/problem.h"
 #include "convplan/status.h"
@@ -58,8 +57,8 @@ TimeSummary summarize(std::vector<float> times_ms);  // empty input: runs == 0, 
 
 // The machine rates the roofline floor is computed from.
 struct Rates {
-  double matrix_tflops = 0;  // dense matrix multiply rate, 1e12 flop/s
-  double copy_gbps = 0;      // device memory bandwidth, 1e9 bytes/s (read + write counted)
+  double matrix_tflops = 0;   // dense matrix multiply rate, 1e12 flop/s
+  double copy_gbps = 0;       // device memory bandwidth, 1e9 bytes/s (read + write counted)
   std::string matrix_source;  // "--peak-tflops" or how it was measured
   std::string copy_source;
 };
