@@ -367,14 +367,14 @@ int main(int argc, char** argv) {
 
   const auto& t = reporter.ns_per_call;
   auto get = [&](const char* name) {
-    auto it = t.find(name);
+    auto it = t.find(std::string(name) + "/real_time");  // UseRealTime() adds the suffix
     return it == t.end() ? -1.0 : it->second;
   };
   const double raw = get("BM_RawBackendExecute"), plan = get("BM_PlanExecute"),
                cache = get("BM_PlanCacheExecute");
   std::printf(
-      "\n%s on %s, engine %s, kernel %.2f us (device time; the host times below are\n"
-      "host-bound only when they exceed it)\n",
+      "\n%s on %s, engine %s: %.2f us per run between CUDA events (an upper bound of the\n"
+      "kernel's time; a time per call below it means the calls were host-bound anyway)\n",
       setup.problem.to_string().c_str(), setup.device.c_str(), setup.engine.c_str(),
       setup.kernel_us);
   std::printf("  raw cudnnBackendExecute   %8.2f us/call\n", raw / 1e3);

@@ -126,9 +126,11 @@ StatusOr<BackendDescriptor> make_engine_config(const BackendDescriptor& engine,
 }
 
 StatusOr<std::vector<KnobChoice>> engine_config_knobs(const BackendDescriptor& config) {
-  int64_t count = 0;
-  CONVPLAN_CUDNN_CHECK(
-      config.get_count(CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR, &count));
+  // At most one choice per knob type. Asking for the count first (an empty array) answers 0 for
+  // the configurations that heuristics return, which hides their knob choices and makes every
+  // tuned variant of an engine look like its defaults; cudnn-frontend asks for
+  // CUDNN_KNOB_TYPE_COUNTS as well.
+  int64_t count = CUDNN_KNOB_TYPE_COUNTS;
   CONVPLAN_ASSIGN_OR_RETURN(std::vector<BackendDescriptor> choices,
                             BackendDescriptor::create_many(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR,
                                                            count));
