@@ -42,8 +42,10 @@ class TuningDatabase {
   // ~/.cache/convplan/tuning.db. "off" and ":memory:" mean no file.
   static std::string default_path();
   // Opens (creating with mode 0600, and its folder with 0700) the database at `path`. A file
-  // that is not a database, or is damaged, is moved aside (never deleted), reported in
-  // report(), and replaced by a new one.
+  // that is damaged (SQLite's integrity_check fails, or SQLite cannot read its header) is moved
+  // to "<path>.corrupt-<unix time>"; one of another format or schema version to
+  // "<path>.incompatible-<unix time>"; either is reported in report() and replaced by a new
+  // database; nothing is deleted. "<path>.lock" serializes opening between processes.
   static StatusOr<std::unique_ptr<TuningDatabase>> open(const std::string& path);
   virtual ~TuningDatabase() = default;
 
@@ -53,17 +55,20 @@ class TuningDatabase {
   virtual StatusOr<TuningRecord> find(const std::string& key) = 0;
   // Inserts or replaces the record under record.key().
   virtual Status put(const TuningRecord& record) = 0;
-  virtual Status erase(const std::string& key) = 0;
+  virtual Status erase(const std::string& key) = 0;  // ok also when there is no such record
   // Every intact record; bad rows are skipped and counted in *skipped when given.
   virtual StatusOr<std::vector<TuningRecord>> list(int64_t* skipped = nullptr) = 0;
   virtual StatusOr<DbVerifyReport> verify() = 0;
   virtual StatusOr<int64_t> prune(const PruneFilter& filter) = 0;  // returns rows removed
   // JSON document {"format":"convplan-tuning","version":1,"records":[...]}.
   virtual StatusOr<std::string> export_json() = 0;
-  // Inserts every record of such a document; returns how many. With keep_existing, records
-  // already present win (merge); otherwise the imported ones do.
+  // Inserts every record of such a document in one transaction; returns how many were written.
+  // With keep_existing, records already present win (merge); otherwise the imported ones do. A
+  // record that does not parse is skipped with a warning and counted in skipped_records(); a
+  // document that is not such JSON is kCorruptData and writes nothing.
   virtual StatusOr<int64_t> import_json(std::string_view json, bool keep_existing) = 0;
-  virtual int64_t skipped_records() const = 0;  // bad rows met so far by find() and list()
+  // Bad rows met so far by find() and list(), and bad records skipped by import_json().
+  virtual int64_t skipped_records() const = 0;
 };
 
 }  // namespace convplan

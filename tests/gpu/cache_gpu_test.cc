@@ -23,6 +23,7 @@
 #include "convplan/plan_cache.h"
 #include "convplan/reference.h"
 #include "support/gpu.h"
+#include "support/problems.h"
 
 namespace convplan {
 namespace {
@@ -33,24 +34,7 @@ namespace {
 // handle is leaked on purpose, as frameworks leak theirs, so that only the cache is tested.
 std::unique_ptr<PlanCache> g_cache_at_exit;
 
-ConvProblem conv2d(Direction dir, int64_t n, int64_t c, int64_t k, int64_t groups, int64_t size,
-                   int64_t filter, int64_t stride, int64_t padding, DataType type, Layout layout) {
-  ConvProblem p;
-  p.direction = dir;
-  p.spatial_dims = 2;
-  p.n = n;
-  p.c = c;
-  p.k = k;
-  p.groups = groups;
-  p.input = {size, size, 1};
-  p.filter = {filter, filter, 1};
-  p.stride = {stride, stride, 1};
-  p.pad_before = {padding, padding, 0};
-  p.pad_after = {padding, padding, 0};
-  p = ConvProblem::with_data_type(p, type);
-  p.layout = layout;
-  return p;
-}
+using testing::conv2d;
 
 // Twenty small problems: the three directions, both layouts, fp32 and fp16, groups, stride,
 // padding, dilation, a 3-d one and a beta != 0 one.

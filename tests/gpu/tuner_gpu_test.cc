@@ -23,6 +23,7 @@
 #include "convplan/reference.h"
 #include "convplan/tuner.h"
 #include "support/gpu.h"
+#include "support/problems.h"
 
 namespace convplan {
 namespace {
@@ -32,22 +33,10 @@ struct Layer {
   ConvProblem problem;
 };
 
+// A ResNet-50 layer: square input of hw, "same" padding for the filter.
 ConvProblem resnet_conv(Direction dir, int64_t c, int64_t k, int64_t hw, int64_t filter,
                         int64_t stride, DataType type, Layout layout, int64_t n) {
-  ConvProblem p;
-  p.direction = dir;
-  p.n = n;
-  p.c = c;
-  p.k = k;
-  p.input = {hw, hw, 1};
-  p.filter = {filter, filter, 1};
-  const int64_t pad = filter / 2;
-  p.pad_before = {pad, pad, 0};
-  p.pad_after = {pad, pad, 0};
-  p.stride = {stride, stride, 1};
-  p = ConvProblem::with_data_type(p, type);
-  p.layout = layout;
-  return p;
+  return testing::conv2d(dir, n, c, k, 1, hw, filter, stride, filter / 2, type, layout);
 }
 
 std::vector<Layer> layers() {

@@ -15,15 +15,6 @@
 namespace convplan::cli {
 namespace {
 
-ProblemOverrides bench_like_defaults() {
-  ProblemOverrides d;
-  d.direction = Direction::kForward;
-  d.data_type = DataType::kBFloat16;
-  d.layout = Layout::kChannelsLast;
-  d.batch = 32;
-  return d;
-}
-
 Suite load_builtin(const std::string& name) {
   StatusOr<Suite> s = builtin_suite(name);
   EXPECT_TRUE(s.ok()) << s.status().to_string();
@@ -212,12 +203,12 @@ TEST(ProblemOverrides, FlagsWinOverTheDescriptorPrefix) {
 
 TEST(ProblemOverrides, DefaultsFillOnlyWhatTheDescriptorLeftOut) {
   StatusOr<ConvProblem> p =
-      make_problem("dt:f32,layout:nchw/mb4ic8ih8oc8kh3", {}, bench_like_defaults());
+      make_problem("dt:f32,layout:nchw/mb4ic8ih8oc8kh3", {}, bench_defaults());
   ASSERT_TRUE(p.ok()) << p.status().to_string();
   EXPECT_EQ(p->data_type, DataType::kFloat);
   EXPECT_EQ(p->layout, Layout::kChannelsFirst);
   EXPECT_EQ(p->n, 4);
-  p = make_problem("ic8ih8oc8kh3", {}, bench_like_defaults());
+  p = make_problem("ic8ih8oc8kh3", {}, bench_defaults());
   ASSERT_TRUE(p.ok()) << p.status().to_string();
   EXPECT_EQ(p->data_type, DataType::kBFloat16);
   EXPECT_EQ(p->layout, Layout::kChannelsLast);
@@ -260,7 +251,7 @@ TEST(SuiteProblems, FlagsApplyToEveryEntryAndEqualProblemsMerge) {
   ASSERT_TRUE(s.ok()) << s.status().to_string();
   ProblemOverrides flags;
   flags.batch = 8;
-  StatusOr<std::vector<SuiteProblem>> ps = suite_problems(*s, flags, bench_like_defaults());
+  StatusOr<std::vector<SuiteProblem>> ps = suite_problems(*s, flags, bench_defaults());
   ASSERT_TRUE(ps.ok()) << ps.status().to_string();
   ASSERT_EQ(ps->size(), 2u) << "a and b are equal once the batch is 8";
   EXPECT_EQ((*ps)[0].name, "a");
@@ -272,7 +263,7 @@ TEST(SuiteProblems, FlagsApplyToEveryEntryAndEqualProblemsMerge) {
 
 TEST(SuiteProblems, ResNet50WithTheBenchDefaultsIsBatch32Bf16ChannelsLast) {
   StatusOr<std::vector<SuiteProblem>> ps =
-      suite_problems(load_builtin("resnet50"), {}, bench_like_defaults());
+      suite_problems(load_builtin("resnet50"), {}, bench_defaults());
   ASSERT_TRUE(ps.ok()) << ps.status().to_string();
   ASSERT_EQ(ps->size(), 23u);
   for (const SuiteProblem& p : *ps) {

@@ -24,15 +24,6 @@ std::optional<TuneMode> tune_mode_flag(const std::string& s);
 
 namespace {
 
-// The bench's defaults, for the fields neither the flags nor the suite's descriptors set.
-ProblemOverrides bench_defaults() {
-  ProblemOverrides d;
-  d.direction = Direction::kForward;
-  d.data_type = DataType::kBFloat16;
-  d.layout = Layout::kChannelsLast;
-  d.batch = 32;
-  return d;
-}
 
 struct Row {
   SuiteProblem layer;

@@ -11,6 +11,16 @@
 #include "suites_embedded.h"
 
 namespace convplan::cli {
+
+ProblemOverrides bench_defaults() {
+  ProblemOverrides d;
+  d.direction = Direction::kForward;
+  d.data_type = DataType::kBFloat16;
+  d.layout = Layout::kChannelsLast;
+  d.batch = 32;
+  return d;
+}
+
 namespace {
 
 bool valid_name(std::string_view s) {

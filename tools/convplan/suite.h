@@ -57,6 +57,10 @@ struct SuiteProblem {
   int64_t count = 1;
   ConvProblem problem;
 };
+// What `convplan bench` assumes where neither its flags nor a descriptor say: forward, bf16,
+// channels-last, batch 32.
+ProblemOverrides bench_defaults();
+
 // Every entry with `flags` and `defaults` applied, merging entries that became equal (their
 // counts add, the first name stays). Errors name the source, line and entry.
 StatusOr<std::vector<SuiteProblem>> suite_problems(const Suite& suite,
