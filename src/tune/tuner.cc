@@ -7,12 +7,12 @@
 //
 // Scratch buffers: each of x, w, y and the workspace is one allocation laid out as
 //   [kGuardBytes of guard pattern][payload][kGuardBytes of guard pattern]
-// The inputs hold fresh uniform [-1, 1] data (drawn from std::random_device each tune); the
-// output holds 0xFF bytes (NaN in every float type) before each validation run, or, when
-// beta != 0, the same random values each time so that accumulation is checked. The output (with
-// its guards) is re-uploaded before each candidate runs, and the inputs and workspace guards too
-// after any candidate that did not pass, so a candidate that damaged a buffer cannot make the
-// next one look wrong. The caller's tensors are never touched.
+// The inputs hold fresh pseudo-random multiples of 1/128 in [-1, 1] (seeded from
+// std::random_device each tune); the output holds 0xFF bytes (NaN in every float type) before
+// each validation run, or, when beta != 0, the same random values each time so that accumulation
+// is checked. The output and every guard are written again before each candidate runs, and the
+// inputs too after a candidate that did not pass, so a candidate that damaged a buffer cannot
+// make the next one look wrong. The caller's tensors are never touched.
 #include "convplan/tuner.h"
 
 #include <algorithm>
@@ -637,19 +637,14 @@ StatusOr<std::string> TuneRun::check_output(NoteSet notes, double& relative_erro
   // in every float type), unless beta != 0 left the old values there. The gaps of a strided
   // layout are not elements and stay poisoned.
   int64_t nan_offset = -1;
-  auto poisoned = [&](int64_t off) {
-    const uint8_t* b = bytes.data() + off * elem;
-    for (int64_t i = 0; i < elem; ++i) {
-      if (b[i] != 0xFF) return false;
-    }
-    return true;
-  };
   if (problem_.beta == 0.0) {
     if (out.shape.span_elements() == out.shape.elements()) {
       nan_offset = first_poisoned(bytes.data(), out.shape.span_elements(), elem);
     } else {
       for_each_offset(out.shape, [&](int64_t off) {
-        if (nan_offset < 0 && poisoned(off)) nan_offset = off;
+        if (nan_offset < 0 && first_poisoned(bytes.data() + off * elem, 1, elem) == 0) {
+          nan_offset = off;
+        }
       });
     }
   }
