@@ -16,12 +16,6 @@
 
 namespace convplan::cli {
 
-// From cmd_run.cc.
-int exit_code_for(const Status& s);
-std::string knobs_text(const EngineConfig& config);
-nlohmann::json knobs_json(const EngineConfig& config);
-std::optional<TuneMode> tune_mode_flag(const std::string& s);
-
 namespace {
 
 
@@ -279,19 +273,10 @@ int bench_command(const GlobalOptions& global, const BenchOptions& o) {
     return kExitOk;
   }
 
-  if (Status g = gpu_available(); !g.ok()) return fail(kExitNoGpu, "no usable GPU: " + g.message());
-  SessionOptions so;
-  so.gpu = o.timing.gpu;
-  so.db_path = global.db_path;
-  so.mode = tune_mode_flag(o.timing.tune);
-  so.verbose = global.verbose;
-  StatusOr<std::unique_ptr<Session>> opened = Session::open(so);
-  if (!opened.ok()) {
-    const Status& s = opened.status();
-    return fail(s.code() == StatusCode::kInvalidArgument ? kExitUsage : exit_code_for(s),
-                s.to_string());
-  }
-  Session& session = **opened;
+  int rc = kExitOk;
+  std::unique_ptr<Session> opened = open_session(global, o.timing, &rc);
+  if (!opened) return rc;
+  Session& session = *opened;
 
   // The rates first, while the device memory is free.
   RateSource rate_source(o.timing.peak_tflops, o.timing.peak_gbps);

@@ -12,40 +12,6 @@
 
 namespace convplan::cli {
 
-// Shared with cmd_bench.cc.
-int exit_code_for(const Status& s) {
-  switch (s.code()) {
-    case StatusCode::kOk:
-      return kExitOk;
-    case StatusCode::kNoDevice:
-      return kExitNoGpu;
-    default:
-      return kExitFailure;
-  }
-}
-
-std::string knobs_text(const EngineConfig& config) {
-  std::string out;
-  for (const KnobChoice& k : config.knobs) {
-    if (!out.empty()) out += ' ';
-    out += knob_type_name(k.type) + "=" + std::to_string(k.value);
-  }
-  return out.empty() ? "(none)" : out;
-}
-
-nlohmann::json knobs_json(const EngineConfig& config) {
-  nlohmann::json a = nlohmann::json::array();
-  for (const KnobChoice& k : config.knobs) {
-    a.push_back({{"type", k.type}, {"name", knob_type_name(k.type)}, {"value", k.value}});
-  }
-  return a;
-}
-
-std::optional<TuneMode> tune_mode_flag(const std::string& s) {
-  if (s.empty()) return std::nullopt;
-  return *parse_tune_mode(s);
-}
-
 namespace {
 
 std::string sci(double v) {
@@ -60,32 +26,16 @@ StatusOr<ConvProblem> problem_from(const std::string& descriptor, const ProblemF
   return p;
 }
 
-int gpu_missing() {
-  const Status g = gpu_available();
-  if (g.ok()) return kExitOk;
-  return fail(kExitNoGpu, "no usable GPU: " + g.message());
-}
-
 }  // namespace
 
 int run_command(const GlobalOptions& global, const RunOptions& o) {
   StatusOr<ConvProblem> parsed = problem_from(o.descriptor, o.problem);
   if (!parsed.ok()) return fail(kExitUsage, parsed.status().message());
   const ConvProblem& problem = *parsed;
-  if (int rc = gpu_missing(); rc != kExitOk) return rc;
-
-  SessionOptions so;
-  so.gpu = o.timing.gpu;
-  so.db_path = global.db_path;
-  so.mode = tune_mode_flag(o.timing.tune);
-  so.verbose = global.verbose;
-  StatusOr<std::unique_ptr<Session>> opened = Session::open(so);
-  if (!opened.ok()) {
-    const Status& s = opened.status();
-    return fail(s.code() == StatusCode::kInvalidArgument ? kExitUsage : exit_code_for(s),
-                s.to_string());
-  }
-  Session& session = **opened;
+  int rc = kExitOk;
+  std::unique_ptr<Session> opened = open_session(global, o.timing, &rc);
+  if (!opened) return rc;
+  Session& session = *opened;
 
   StatusOr<DeviceTensors> tensors = allocate_tensors(session, TensorBytes::of(problem));
   if (!tensors.ok()) return fail(exit_code_for(tensors.status()), tensors.status().to_string());

@@ -2,6 +2,7 @@
 // the command line (CLI11) into these structs; the functions print and return an ExitCode.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -22,6 +23,12 @@ enum ExitCode : int {
 
 // Prints "convplan: <message>" to standard error and returns `code`.
 int fail(int code, const std::string& message);
+// kExitNoGpu for kNoDevice, kExitFailure for any other error, kExitOk for ok.
+int exit_code_for(const Status& s);
+// kExitOk when a GPU is usable; otherwise prints why and returns kExitNoGpu.
+int gpu_missing();
+// --tune: nullopt when not given. REQUIRES: checked by the CLI's validator.
+std::optional<TuneMode> tune_mode_flag(const std::string& s);
 
 struct GlobalOptions {
   std::string db_path;  // --db, else TuningDatabase::default_path()
@@ -45,6 +52,13 @@ struct TimingFlags {
   std::optional<double> peak_tflops;
   std::optional<double> peak_gbps;
 };
+
+class Session;  // gpu.h
+// Checks for a GPU and opens the session that the flags ask for. On failure prints why, sets
+// *exit_code (kExitNoGpu; kExitUsage for a malformed CONVPLAN_* variable; else by the status)
+// and returns null.
+std::unique_ptr<Session> open_session(const GlobalOptions& global, const TimingFlags& timing,
+                                      int* exit_code);
 
 struct RunOptions {
   std::string descriptor;

@@ -1,6 +1,8 @@
 #include <iostream>
 
 #include "commands.h"
+#include "convplan/cudnn_backend.h"
+#include "gpu.h"
 
 namespace convplan::cli {
 
@@ -16,6 +18,48 @@ ProblemOverrides ProblemFlags::overrides() const {
   if (!layout.empty()) o.layout = *parse_layout(layout);
   o.batch = batch;
   return o;
+}
+
+
+int exit_code_for(const Status& s) {
+  switch (s.code()) {
+    case StatusCode::kOk:
+      return kExitOk;
+    case StatusCode::kNoDevice:
+      return kExitNoGpu;
+    default:
+      return kExitFailure;
+  }
+}
+
+std::optional<TuneMode> tune_mode_flag(const std::string& s) {
+  if (s.empty()) return std::nullopt;
+  return *parse_tune_mode(s);
+}
+
+int gpu_missing() {
+  const Status g = gpu_available();
+  if (g.ok()) return kExitOk;
+  return fail(kExitNoGpu, "no usable GPU: " + g.message());
+}
+
+std::unique_ptr<Session> open_session(const GlobalOptions& global, const TimingFlags& timing,
+                                      int* exit_code) {
+  *exit_code = gpu_missing();
+  if (*exit_code != kExitOk) return nullptr;
+  SessionOptions so;
+  so.gpu = timing.gpu;
+  so.db_path = global.db_path;
+  so.mode = tune_mode_flag(timing.tune);
+  so.verbose = global.verbose;
+  StatusOr<std::unique_ptr<Session>> opened = Session::open(so);
+  if (!opened.ok()) {
+    const Status& s = opened.status();
+    *exit_code = fail(s.code() == StatusCode::kInvalidArgument ? kExitUsage : exit_code_for(s),
+                      s.to_string());
+    return nullptr;
+  }
+  return std::move(opened).value();
 }
 
 }  // namespace convplan::cli

@@ -169,4 +169,21 @@ Status write_text(const std::string& path, const std::string& text) {
   return ok_status();
 }
 
+std::string knobs_text(const EngineConfig& config) {
+  std::string out;
+  for (const KnobChoice& k : config.knobs) {
+    if (!out.empty()) out += ' ';
+    out += knob_type_name(k.type) + "=" + std::to_string(k.value);
+  }
+  return out.empty() ? "(none)" : out;
+}
+
+nlohmann::json knobs_json(const EngineConfig& config) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const KnobChoice& k : config.knobs) {
+    a.push_back({{"type", k.type}, {"name", knob_type_name(k.type)}, {"value", k.value}});
+  }
+  return a;
+}
+
 }  // namespace convplan::cli

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "convplan/engine_config.h"
 #include "convplan/problem.h"
 #include "convplan/status.h"
 
@@ -43,6 +44,9 @@ std::string csv_line(const std::vector<std::string>& fields);
 // pad_before, pad_after, stride, dilation (each spatial list spatial_dims long), data_type,
 // compute_type, layout, allow_tensor_cores, alpha, beta, flops, min_bytes, descriptor.
 nlohmann::json problem_json(const ConvProblem& p);
+// An engine configuration's knobs: "TILE_SIZE=4 ..." ("(none)" when it has none), and as JSON.
+std::string knobs_text(const EngineConfig& config);
+nlohmann::json knobs_json(const EngineConfig& config);
 
 // Median, extremes and spread of timed runs (milliseconds).
 struct TimeSummary {
