@@ -27,9 +27,11 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <mutex>
 #include <optional>
@@ -326,6 +328,17 @@ StatusOr<SqliteTuningDatabase::Check> SqliteTuningDatabase::open_and_check() {
   if (rc != SQLITE_OK) return error(rc, "integrity_check");
   check = SqliteStatement();
   if (!complaints.empty()) return damaged("integrity_check: " + complaints);
+
+  // SQLite opens read-only a file whose header has a write format version it does not know
+  // (byte 18 above 2), and a file this user may not write; every put would then fail.
+  if (sqlite3_db_readonly(db_.get(), "main") == 1) {
+    if (access(path_.c_str(), W_OK) != 0) {
+      return Status(StatusCode::kIoError, "tuning database " + label() + " is not writable: " +
+                                              std::strerror(errno));
+    }
+    return incompatible("SQLite can only read it (its header's write format version is one "
+                        "SQLite does not know)");
+  }
 
   SqliteStatement tables;
   rc = db_.prepare("SELECT count(*) FROM sqlite_schema", &tables);

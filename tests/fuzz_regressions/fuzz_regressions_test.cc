@@ -168,5 +168,31 @@ TEST(FuzzRegressions, DatabaseWithUnknownSchemaFormatNumberIsMovedAsideAndReplac
   EXPECT_TRUE((*db)->put(fresh).ok());
 }
 
+// db_open_file_fuzzer, 2026-12-02 (second session): a file whose SQLite header has a write
+// format version SQLite does not know (byte 18 = 0x82; valid 1 and 2). SQLite opens such a file
+// read-only and integrity_check passes, so TuningDatabase::open kept it and every put() failed
+// with "attempt to write a readonly database". The contract (tuning_db.h): a file that is not a
+// usable database is moved aside and replaced.
+TEST(FuzzRegressions, DatabaseThatSqliteCanOnlyReadIsMovedAsideAndReplaced) {
+  TempFolder dir;
+  ASSERT_FALSE(dir.path().empty());
+  const std::string path = dir.path() + "/tuning.db";
+  const std::string bytes = read_input("db_unknown_write_version.db");
+  ASSERT_GT(bytes.size(), 100u);
+  ASSERT_EQ(static_cast<unsigned char>(bytes[18]), 0x82);
+  write_file(path, bytes);
+  StatusOr<std::unique_ptr<TuningDatabase>> db = TuningDatabase::open(path);
+  ASSERT_TRUE(db.ok()) << db.status().to_string();
+  EXPECT_FALSE((*db)->report().moved_aside.empty());
+  EXPECT_TRUE(fs::exists((*db)->report().moved_aside)) << (*db)->report().moved_aside;
+  TuningRecord r;
+  r.device_model = "d";
+  r.problem = "p";
+  r.policy = "q";
+  r.convplan_version = "v";
+  r.config.engine_id = 1;
+  EXPECT_TRUE((*db)->put(r).ok());
+}
+
 }  // namespace
 }  // namespace convplan
