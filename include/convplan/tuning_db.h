@@ -43,9 +43,11 @@ class TuningDatabase {
   static std::string default_path();
   // Opens (creating with mode 0600, and its folder with 0700) the database at `path`. A file
   // that is damaged (SQLite's integrity_check fails, or SQLite cannot read its header) is moved
-  // to "<path>.corrupt-<unix time>"; one of another format or schema version to
-  // "<path>.incompatible-<unix time>"; either is reported in report() and replaced by a new
-  // database; nothing is deleted. "<path>.lock" serializes opening between processes.
+  // to "<path>.corrupt-<unix time>"; one of another format or schema version, or one that
+  // SQLite can only read (an unknown write version in its header), to
+  // "<path>.incompatible-<unix time>". Either is reported in report() and replaced by a new
+  // database; nothing is deleted. A file this user may not write is kIoError. "<path>.lock"
+  // serializes opening between processes.
   static StatusOr<std::unique_ptr<TuningDatabase>> open(const std::string& path);
   virtual ~TuningDatabase() = default;
 
