@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "convplan/cudnn_backend.h"
+#include "bench_cache.h"
 #include "convplan/plan_cache.h"
 #include "convplan/problem.h"
 #include "convplan/reference.h"
@@ -176,19 +177,6 @@ struct PhaseResult {
   std::vector<std::string> device_models;  // per GPU, DeviceInfo::model_key()
 };
 
-std::unique_ptr<PlanCache> make_cache(std::shared_ptr<Backend> backend) {
-  PlanCacheOptions options;
-  options.backend = std::move(backend);
-  options.capacity = 100000;
-  options.policy = TunePolicy{};  // the defaults (limited mode), not the environment's
-  StatusOr<std::unique_ptr<PlanCache>> cache = PlanCache::create(std::move(options));
-  if (!cache.ok()) {
-    std::fprintf(stderr, "PlanCache::create: %s\n", cache.status().to_string().c_str());
-    return nullptr;
-  }
-  return std::move(cache).value();
-}
-
 // One worker per GPU 0..gpus-1, all on one fresh cache.
 PhaseResult run(const char* phase, int gpus, const std::vector<SuiteProblem>& problems,
                 const std::vector<HostTensors>& host) {
@@ -197,7 +185,7 @@ PhaseResult run(const char* phase, int gpus, const std::vector<SuiteProblem>& pr
   result.gpus = gpus;
   result.device_models.resize(static_cast<size_t>(gpus));
   std::shared_ptr<Backend> backend = make_cudnn_backend();
-  std::unique_ptr<PlanCache> cache = make_cache(backend);
+  std::unique_ptr<PlanCache> cache = make_bench_cache(backend);
   if (cache == nullptr) {
     result.errors = 1;
     return result;

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "convplan/cudnn_backend.h"
+#include "bench_cache.h"
 #include "convplan/plan_cache.h"
 
 namespace convplan {
@@ -96,24 +97,11 @@ void add(CacheStats& sum, const CacheStats& s) {
   sum.plan_host_bytes += s.plan_host_bytes;
 }
 
-std::unique_ptr<PlanCache> make_cache(std::shared_ptr<Backend> backend) {
-  PlanCacheOptions options;
-  options.backend = std::move(backend);
-  options.capacity = 100000;
-  options.policy = TunePolicy{};  // the defaults (limited mode), not the environment's
-  StatusOr<std::unique_ptr<PlanCache>> cache = PlanCache::create(std::move(options));
-  if (!cache.ok()) {
-    std::fprintf(stderr, "PlanCache::create: %s\n", cache.status().to_string().c_str());
-    return nullptr;
-  }
-  return std::move(cache).value();
-}
-
 // shared: one cache for all threads; else one per thread.
 RunResult run(bool shared, int threads, const std::vector<ConvProblem>& problems) {
   std::shared_ptr<Backend> backend = make_cudnn_backend();
   std::vector<std::unique_ptr<PlanCache>> caches(shared ? 1 : static_cast<size_t>(threads));
-  for (auto& c : caches) c = make_cache(backend);
+  for (auto& c : caches) c = make_bench_cache(backend);
   RunResult result;
   if (std::any_of(caches.begin(), caches.end(), [](const auto& c) { return c == nullptr; })) {
     result.errors = 1;

@@ -96,6 +96,23 @@ void write_file(const std::string& path, const std::string& bytes) {
   ASSERT_TRUE(out.good()) << path;
 }
 
+// The contract for a file that is not a usable database: open() succeeds, reports where the file
+// was moved, and the new database takes writes.
+void expect_moved_aside_and_writable(const std::string& path) {
+  StatusOr<std::unique_ptr<TuningDatabase>> db = TuningDatabase::open(path);
+  ASSERT_TRUE(db.ok()) << db.status().to_string();
+  EXPECT_FALSE((*db)->report().moved_aside.empty());
+  EXPECT_FALSE((*db)->report().reason.empty());
+  EXPECT_TRUE(fs::exists((*db)->report().moved_aside)) << (*db)->report().moved_aside;
+  TuningRecord fresh;
+  fresh.device_model = "d";
+  fresh.problem = "p";
+  fresh.policy = "q";
+  fresh.convplan_version = "v";
+  fresh.config.engine_id = 1;
+  EXPECT_TRUE((*db)->put(fresh).ok());
+}
+
 // db_open_file_fuzzer, 2026-12-02: a database file whose records table and its primary-key index
 // disagree (one byte of a key changed in the table's copy). TuningDatabase::open checks the file
 // with PRAGMA quick_check, which does not compare indexes with their tables, so the file is kept;
@@ -153,19 +170,7 @@ TEST(FuzzRegressions, DatabaseWithUnknownSchemaFormatNumberIsMovedAsideAndReplac
   bytes[46] = 0;
   bytes[47] = 5;
   write_file(path, bytes);
-
-  StatusOr<std::unique_ptr<TuningDatabase>> db = TuningDatabase::open(path);
-  ASSERT_TRUE(db.ok()) << db.status().to_string();
-  EXPECT_FALSE((*db)->report().moved_aside.empty());
-  EXPECT_FALSE((*db)->report().reason.empty());
-  EXPECT_TRUE(fs::exists((*db)->report().moved_aside)) << (*db)->report().moved_aside;
-  TuningRecord fresh;
-  fresh.device_model = "d";
-  fresh.problem = "p";
-  fresh.policy = "q";
-  fresh.convplan_version = "v";
-  fresh.config.engine_id = 1;
-  EXPECT_TRUE((*db)->put(fresh).ok());
+  expect_moved_aside_and_writable(path);
 }
 
 // db_open_file_fuzzer, 2026-12-02 (second session): a file whose SQLite header has a write
@@ -181,17 +186,7 @@ TEST(FuzzRegressions, DatabaseThatSqliteCanOnlyReadIsMovedAsideAndReplaced) {
   ASSERT_GT(bytes.size(), 100u);
   ASSERT_EQ(static_cast<unsigned char>(bytes[18]), 0x82);
   write_file(path, bytes);
-  StatusOr<std::unique_ptr<TuningDatabase>> db = TuningDatabase::open(path);
-  ASSERT_TRUE(db.ok()) << db.status().to_string();
-  EXPECT_FALSE((*db)->report().moved_aside.empty());
-  EXPECT_TRUE(fs::exists((*db)->report().moved_aside)) << (*db)->report().moved_aside;
-  TuningRecord r;
-  r.device_model = "d";
-  r.problem = "p";
-  r.policy = "q";
-  r.convplan_version = "v";
-  r.config.engine_id = 1;
-  EXPECT_TRUE((*db)->put(r).ok());
+  expect_moved_aside_and_writable(path);
 }
 
 }  // namespace
