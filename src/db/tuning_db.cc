@@ -308,8 +308,7 @@ StatusOr<SqliteTuningDatabase::Check> SqliteTuningDatabase::open_and_check() {
 
   // integrity_check reads every page: it finds a file that is not a database, a truncated one,
   // damaged b-trees and indexes that disagree with their tables (quick_check misses those). Up to
-  // 5 of its complaints go into the reason. A header with a schema format number SQLite does not
-  // know (bytes 44..47) fails as SQLITE_ERROR "unsupported file format": damage too.
+  // 5 of its complaints go into the reason.
   SqliteStatement check;
   rc = db_.prepare("PRAGMA integrity_check(5)", &check);
   std::string complaints;
@@ -322,10 +321,22 @@ StatusOr<SqliteTuningDatabase::Check> SqliteTuningDatabase::open_and_check() {
     }
     if (rc == SQLITE_DONE) rc = SQLITE_OK;
   }
-  if (is_damage(rc) || db_.last_message().find("unsupported file format") != std::string::npos) {
+  // The check itself failing is damage too (an unknown schema format number: SQLITE_ERROR
+  // "unsupported file format"; a record claiming a huge blob: SQLITE_TOOBIG), unless the cause
+  // is the environment rather than the file.
+  auto environmental = [](int code) {
+    switch (code & 0xff) {
+      case SQLITE_BUSY: case SQLITE_LOCKED: case SQLITE_IOERR: case SQLITE_NOMEM:
+      case SQLITE_CANTOPEN: case SQLITE_FULL: case SQLITE_PERM: case SQLITE_INTERRUPT:
+        return true;
+      default:
+        return false;
+    }
+  };
+  if (rc != SQLITE_OK) {
+    if (environmental(rc)) return error(rc, "integrity_check");
     return damaged(describe(rc));
   }
-  if (rc != SQLITE_OK) return error(rc, "integrity_check");
   check = SqliteStatement();
   if (!complaints.empty()) return damaged("integrity_check: " + complaints);
 

@@ -189,5 +189,18 @@ TEST(FuzzRegressions, DatabaseThatSqliteCanOnlyReadIsMovedAsideAndReplaced) {
   expect_moved_aside_and_writable(path);
 }
 
+// db_open_file_fuzzer, 2026-12-02 (second session, CI at a70f757): a damaged file on which
+// PRAGMA integrity_check itself fails with SQLITE_TOOBIG ("string or blob too big") instead of
+// listing complaints. TuningDatabase::open returned kInternal and left the file in place.
+TEST(FuzzRegressions, DatabaseWhoseIntegrityCheckFailsIsMovedAsideAndReplaced) {
+  TempFolder dir;
+  ASSERT_FALSE(dir.path().empty());
+  const std::string path = dir.path() + "/tuning.db";
+  const std::string bytes = read_input("db_blob_too_big.db");
+  ASSERT_GT(bytes.size(), 100u);
+  write_file(path, bytes);
+  expect_moved_aside_and_writable(path);
+}
+
 }  // namespace
 }  // namespace convplan
