@@ -154,6 +154,15 @@ class Backend {
   virtual Status copy_to_device(cudnnHandle_t handle, void* dst, const void* src, size_t bytes) = 0;
   virtual Status copy_to_host(cudnnHandle_t handle, void* dst, const void* src, size_t bytes) = 0;
   virtual Status fill(cudnnHandle_t handle, void* dst, uint8_t byte, size_t bytes) = 0;
+  // What the tuner checks of a candidate's output at `src` (a tensor of `shape`, `elem_bytes` per
+  // element): copies the elements at `offsets` (element offsets) to dst, in order, and, when
+  // scan_poison, returns the smallest offset of an element whose bytes are all 0xFF (the poison
+  // of unwritten output; the gaps of a strided layout are not elements), else -1. Completes
+  // before it returns. The default copies the whole span to the host and checks it there.
+  virtual StatusOr<int64_t> read_output(cudnnHandle_t handle, const void* src,
+                                        const TensorShape& shape, int64_t elem_bytes,
+                                        bool scan_poison, const std::vector<int64_t>& offsets,
+                                        void* dst);
   // Runs plan.execute `warmup` times, then `runs` times, each timed with device events on the
   // handle's stream; returns the milliseconds of each timed run. With flush_l2 the L2 cache is
   // flushed before each timed run (its time is not counted). Stops early, returning the times so

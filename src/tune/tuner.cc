@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "convplan/reference.h"
+#include "core/tensor_offsets.h"
 
 namespace convplan {
 namespace {
@@ -50,6 +51,7 @@ constexpr int64_t kMaxSampledElements = 2048;
 constexpr int64_t kMinSampledElements = 32;
 
 using Clock = std::chrono::steady_clock;
+using detail::for_each_offset;
 
 double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
@@ -84,22 +86,6 @@ std::string engine_rule_text(const EngineRule& r) {
   c.engine_id = r.engine_id;
   c.knobs = r.knobs;
   return c.to_string();
-}
-
-// Calls f(offset) for every element of the tensor (not the strided gaps), last dim fastest.
-template <typename F>
-void for_each_offset(const TensorShape& s, F&& f) {
-  int64_t idx[kMaxTensorRank] = {0, 0, 0, 0, 0};
-  const int64_t total = s.elements();
-  for (int64_t e = 0; e < total; ++e) {
-    int64_t off = 0;
-    for (int d = 0; d < s.rank; ++d) off += idx[d] * s.strides[d];
-    f(off);
-    for (int d = s.rank - 1; d >= 0; --d) {
-      if (++idx[d] < s.dims[d]) break;
-      idx[d] = 0;
-    }
-  }
 }
 
 int64_t random_offset(const TensorShape& s, std::mt19937_64& gen) {
@@ -165,33 +151,6 @@ std::vector<EngineConfig> knob_combinations(int64_t engine_id, std::vector<KnobI
     add(choice);
   }
   return out;
-}
-
-// The first of `count` elements of `elem` bytes whose bytes are all 0xFF (the poison), or -1.
-// Word-wise: the scan runs over every output element of every candidate.
-int64_t first_poisoned(const uint8_t* data, int64_t count, int64_t elem) {
-  auto scan = [&](auto word) -> int64_t {
-    using Word = decltype(word);
-    const Word poison = static_cast<Word>(~Word{0});
-    for (int64_t i = 0; i < count; ++i) {
-      Word w;
-      std::memcpy(&w, data + i * static_cast<int64_t>(sizeof(Word)), sizeof(Word));
-      if (w == poison) return i;
-    }
-    return -1;
-  };
-  switch (elem) {
-    case 2: return scan(uint16_t{});
-    case 4: return scan(uint32_t{});
-    case 8: return scan(uint64_t{});
-    default:
-      for (int64_t i = 0; i < count; ++i) {
-        if (std::all_of(data + i * elem, data + (i + 1) * elem, [](uint8_t b) { return b == 0xFF; })) {
-          return i;
-        }
-      }
-      return -1;
-  }
 }
 
 struct Entry {
@@ -335,7 +294,7 @@ class TuneRun {
   // The output elements compared, and the reference's values there.
   std::vector<int64_t> check_offsets_;
   std::vector<double> reference_values_;
-  std::vector<uint8_t> output_copy_;  // the output read back, reused by every candidate
+  std::vector<uint8_t> output_copy_;  // the checked output elements, reused by every candidate
 };
 
 void TuneRun::add_candidates(const std::vector<Candidate>& list, CandidateSource source) {
@@ -627,27 +586,16 @@ StatusOr<std::string> TuneRun::broken_guard() {
 StatusOr<std::string> TuneRun::check_output(NoteSet notes, double& relative_error,
                                             std::string& label) {
   Tensor& out = output();
-  std::vector<uint8_t>& bytes = output_copy_;  // kept between candidates: no 0.1 GB memset each
-  bytes.resize(out.payload_bytes);
-  CONVPLAN_RETURN_IF_ERROR(
-      backend_.copy_to_host(handle_, bytes.data(), out.buffer.payload(), out.payload_bytes));
   const DataType dt = problem_.data_type;
   const int64_t elem = size_of(dt);
-  // Every element must have been written: none may still hold the poison (all bytes 0xFF, a NaN
-  // in every float type), unless beta != 0 left the old values there. The gaps of a strided
-  // layout are not elements and stay poisoned.
-  int64_t nan_offset = -1;
-  if (problem_.beta == 0.0) {
-    if (out.shape.span_elements() == out.shape.elements()) {
-      nan_offset = first_poisoned(bytes.data(), out.shape.span_elements(), elem);
-    } else {
-      for_each_offset(out.shape, [&](int64_t off) {
-        if (nan_offset < 0 && first_poisoned(bytes.data() + off * elem, 1, elem) == 0) {
-          nan_offset = off;
-        }
-      });
-    }
-  }
+  std::vector<uint8_t>& bytes = output_copy_;
+  bytes.resize(check_offsets_.size() * static_cast<size_t>(elem));
+  // Every element must have been written: none may still hold the poison, unless beta != 0 left
+  // the old values there.
+  CONVPLAN_ASSIGN_OR_RETURN(
+      int64_t nan_offset,
+      backend_.read_output(handle_, out.buffer.payload(), out.shape, elem, problem_.beta == 0.0,
+                           check_offsets_, bytes.data()));
   if (nan_offset >= 0) {
     label = "rejected: output not written (NaN)";
     return "rejected: output element " + std::to_string(nan_offset) + " of " + out.name +
@@ -655,7 +603,7 @@ StatusOr<std::string> TuneRun::check_output(NoteSet notes, double& relative_erro
   }
   std::vector<double> got(check_offsets_.size());
   for (size_t i = 0; i < check_offsets_.size(); ++i) {
-    from_data_type(dt, bytes.data() + check_offsets_[i] * elem, &got[i], 1);
+    from_data_type(dt, bytes.data() + i * elem, &got[i], 1);
   }
   relative_error = relative_l2_error(got, reference_values_);
   const double tolerance = relative_error_tolerance(problem_, notes);
