@@ -1,0 +1,40 @@
+// Backend::read_output on the device, for the cuDNN backend (see output_check.h).
+#include "cudnn/output_check.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "cudnn/check.h"
+#include "cudnn/output_check_kernels.h"
+
+namespace convplan::cudnn_detail {
+
+static_assert(kCheckMaxRank == kMaxTensorRank);
+
+StatusOr<int64_t> read_output_on_device(cudaStream_t stream, const void* src,
+                                        const TensorShape& shape, int64_t elem_bytes,
+                                        bool scan_poison, const std::vector<int64_t>& offsets,
+                                        void* dst) {
+  CheckShape s;
+  s.rank = shape.rank;
+  std::copy(shape.dims.begin(), shape.dims.end(), s.dims);
+  std::copy(shape.strides.begin(), shape.strides.end(), s.strides);
+  s.elements = shape.elements();
+  const int elem = static_cast<int>(elem_bytes);
+  void* scratch = nullptr;
+  CONVPLAN_CUDA_CHECK(
+      cudaMallocAsync(&scratch, output_check_scratch_bytes(offsets.size(), elem), stream));
+  constexpr unsigned long long kNone = std::numeric_limits<unsigned long long>::max();
+  unsigned long long found = kNone;
+  const cudaError_t enqueued = enqueue_output_check(stream, src, s, elem, scan_poison,
+                                                    offsets.data(), offsets.size(), scratch, dst,
+                                                    &found);
+  const cudaError_t freed = cudaFreeAsync(scratch, stream);
+  const cudaError_t synced = cudaStreamSynchronize(stream);  // found and dst are read after it
+  CONVPLAN_CUDA_CHECK(enqueued);
+  CONVPLAN_CUDA_CHECK(freed);
+  CONVPLAN_CUDA_CHECK(synced);
+  return found == kNone ? int64_t{-1} : static_cast<int64_t>(found);
+}
+
+}  // namespace convplan::cudnn_detail
