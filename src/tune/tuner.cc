@@ -22,6 +22,7 @@
 #include <cstring>
 #include <ctime>
 #include <limits>
+#include <optional>
 #include <random>
 #include <set>
 #include <sstream>
@@ -72,6 +73,19 @@ void parallel_for(int64_t n, int64_t grain, Fn fn) {
 double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
+
+// Adds the milliseconds of its scope to `sum`, whichever way the scope is left.
+class ScopedMs {
+ public:
+  explicit ScopedMs(double& sum) : sum_(sum), start_(Clock::now()) {}
+  ~ScopedMs() { sum_ += ms_since(start_); }
+  ScopedMs(const ScopedMs&) = delete;
+  ScopedMs& operator=(const ScopedMs&) = delete;
+
+ private:
+  double& sum_;
+  const Clock::time_point start_;
+};
 
 // Not one repeated byte, so that a run of any single byte written over it is seen.
 uint8_t guard_byte(size_t i) { return static_cast<uint8_t>((i * 37 + 11) ^ 0xA5); }
@@ -661,9 +675,10 @@ Status TuneRun::evaluate(Entry& e) {
     drop(e, true, label, outcome);
     return ok_status();
   }
-  Clock::time_point t0 = Clock::now();
-  auto built = backend_.build(handle_, problem_, r.config);
-  phases_.build += ms_since(t0);
+  auto built = [&] {
+    ScopedMs timer(phases_.build);
+    return backend_.build(handle_, problem_, r.config);
+  }();
   if (!built.ok()) {
     drop(e, false, "failed to build", "failed to build: " + built.status().to_string());
     return ok_status();
@@ -689,10 +704,11 @@ Status TuneRun::evaluate(Entry& e) {
     return ok_status();
   }
   if (needs_execution()) {
-    t0 = Clock::now();
-    CONVPLAN_RETURN_IF_ERROR(prepare_buffers());
-    phases_.data += ms_since(t0);
-    t0 = Clock::now();
+    {
+      ScopedMs timer(phases_.data);
+      CONVPLAN_RETURN_IF_ERROR(prepare_buffers());
+    }
+    std::optional<ScopedMs> check_timer(std::in_place, phases_.check);
     Status ws = prepare_workspace(static_cast<size_t>(r.workspace_bytes));
     if (ws.code() == StatusCode::kOutOfMemory) {
       oom_floor_ = oom_floor_ < 0 ? r.workspace_bytes : std::min(oom_floor_, r.workspace_bytes);
@@ -727,13 +743,14 @@ Status TuneRun::evaluate(Entry& e) {
         return ok_status();
       }
     }
-    phases_.check += ms_since(t0);
+    check_timer.reset();
     if (policy_.mode != TuneMode::kHeuristic) {
-      t0 = Clock::now();
       const float cutoff = best_median_ > 0 ? static_cast<float>(kCutoffFactor * best_median_) : 0.0f;
-      auto times = backend_.time(plan, tensors, workspace, policy_.warmup_runs,
-                                 std::max(policy_.timed_runs, 1), flush_l2_, cutoff);
-      phases_.timing += ms_since(t0);
+      auto times = [&] {
+        ScopedMs timer(phases_.timing);
+        return backend_.time(plan, tensors, workspace, policy_.warmup_runs,
+                             std::max(policy_.timed_runs, 1), flush_l2_, cutoff);
+      }();
       if (!times.ok()) {
         drop(e, false, "failed to time", "failed to time: " + times.status().to_string());
         return ok_status();
@@ -809,17 +826,19 @@ Status TuneRun::evaluate_range(size_t begin, size_t end, bool budgeted) {
 
 StatusOr<TuningRecord> TuneRun::run() {
   CONVPLAN_ASSIGN_OR_RETURN(device_, backend_.device_of(handle_));
-  Clock::time_point t0 = Clock::now();
-  CONVPLAN_RETURN_IF_ERROR(gather_candidates());
-  phases_.candidates += ms_since(t0);
+  {
+    ScopedMs timer(phases_.candidates);
+    CONVPLAN_RETURN_IF_ERROR(gather_candidates());
+  }
   CONVPLAN_RETURN_IF_ERROR(evaluate_range(0, entries_.size(), policy_.mode == TuneMode::kExhaustive));
   if (!any_survivor_) {
-    t0 = Clock::now();
-    CONVPLAN_ASSIGN_OR_RETURN(std::vector<Candidate> fallback,
-                              backend_.candidates(handle_, problem_, CandidateSource::kFallback));
-    phases_.candidates += ms_since(t0);
+    auto fallback = [&] {
+      ScopedMs timer(phases_.candidates);
+      return backend_.candidates(handle_, problem_, CandidateSource::kFallback);
+    }();
+    CONVPLAN_RETURN_IF_ERROR(fallback.status());
     const size_t begin = entries_.size();
-    add_candidates(fallback, CandidateSource::kFallback);
+    add_candidates(*fallback, CandidateSource::kFallback);
     if (policy_.verbose >= 2 && entries_.size() > begin) {
       say("no candidate survived; trying " + std::to_string(entries_.size() - begin) +
           " fallback engines");

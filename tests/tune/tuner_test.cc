@@ -377,6 +377,37 @@ TEST_F(TunerTest, WrongCandidateIsRejectedAgainstTheSampledReference) {
   }
 }
 
+TEST_F(TunerTest, LargeInputsAndTheSampledReferenceAreSplitAcrossThreads) {
+  // x holds 16*16*64*64 = 1M elements: its random data is made in several parts at once, and the
+  // sampled reference is computed in parts too. Every part must be filled with the tune's random
+  // values (exact zeros are 1 in 257 of them; a part left out would be all zeros), and the
+  // reference must still tell the right engine from the wrong one.
+  auto e = basic_engines();
+  e[1].behavior = EngineBehavior::kWrongResult;
+  use_engines(e);
+  auto backend = std::make_shared<InterceptingBackend>(backend_);
+  ConvProblem p = small_problem(Direction::kForward, DataType::kFloat, Layout::kChannelsLast);
+  p.n = 16;
+  p.c = 16;
+  p.k = 2;
+  p.input = {64, 64, 1};
+  const int64_t elements = p.x_shape().span_elements();
+  int64_t most_zeros = 0;
+  backend->before_execute = [&](const Plan&, const TensorPointers& t, void*) {
+    const float* x = static_cast<const float*>(t.x);
+    most_zeros = std::max<int64_t>(most_zeros, std::count(x, x + elements, 0.0f));
+  };
+  TunerOptions options;
+  options.reference_max_flops = 0;  // sampled reference
+  Tuner tuner(backend, options);
+  auto r = tuner.tune(handle_, p, policy_);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->config.engine_id, 2);
+  EXPECT_EQ(outcome(*r, 0), "ok");
+  EXPECT_THAT(outcome(*r, 1), StartsWith("rejected: relative error"));
+  EXPECT_LT(most_zeros, elements / 100);
+}
+
 TEST_F(TunerTest, WritesPastTheOutputAreCaughtByGuardBytes) {
   auto e = basic_engines();
   e[1].behavior = EngineBehavior::kWritesPastOutput;
@@ -815,6 +846,10 @@ TEST_F(TunerTest, VerboseOnePrintsTheChoiceAndTwoEveryCandidate) {
   EXPECT_THAT(err, HasSubstr(small_problem().to_string()));
   EXPECT_THAT(err, HasSubstr("eng1 1 ms"));
   EXPECT_THAT(err, ::testing::Not(HasSubstr("rejected")));
+  // Where the tune's time went.
+  EXPECT_THAT(err, ::testing::ContainsRegex("in [0-9.e+-]+ ms \\(candidates [0-9.e+-]+, data and "
+                                            "reference [0-9.e+-]+, builds [0-9.e+-]+, checks "
+                                            "[0-9.e+-]+, timing [0-9.e+-]+\\)"));
 
   policy_.verbose = 2;
   ::testing::internal::CaptureStderr();
@@ -824,6 +859,7 @@ TEST_F(TunerTest, VerboseOnePrintsTheChoiceAndTwoEveryCandidate) {
   EXPECT_THAT(err, HasSubstr("median 3 ms"));
   EXPECT_THAT(err, HasSubstr("eng2 ["));
   EXPECT_THAT(err, HasSubstr("rejected: relative error"));
+  EXPECT_THAT(err, ::testing::ContainsRegex("median 3 ms error 0 \\([0-9.e+-]+ ms\\): ok"));  // its wall time
 
   policy_.verbose = 0;
   ::testing::internal::CaptureStderr();
