@@ -6,6 +6,8 @@
 #include <string>
 #include <system_error>
 
+#include "core/quoted.h"
+
 namespace convplan {
 namespace {
 
@@ -98,7 +100,7 @@ StatusOr<EngineConfig> EngineConfig::parse(std::string_view text) {
     const bool ok = !item.empty() && item[0] == 'k' && read_int(text, p, knob.type) && p < end &&
                     text[p] == '=' && (++p, read_int(text, p, knob.value)) && p == end;
     if (!ok) {
-      return config_error(text, "'" + std::string(item) + "' at " + std::to_string(start) +
+      return config_error(text, detail::quoted(item) + " at " + std::to_string(start) +
                                     " is not a knob choice k<type>=<value>");
     }
     config.knobs.push_back(knob);
@@ -153,7 +155,7 @@ StatusOr<NoteSet> parse_notes(std::string_view text) {
     if (bit == 0) {
       std::string accepted;
       for (const NoteName& n : kNoteNames) accepted += std::string(accepted.empty() ? "" : ", ") + n.name;
-      return invalid_argument("'" + std::string(name) + "' at " + std::to_string(start) +
+      return invalid_argument(detail::quoted(name) + " at " + std::to_string(start) +
                               " is not an engine note (" + accepted + ", or bit<N>)");
     }
     if ((notes & bit) != 0) {
@@ -170,7 +172,7 @@ StatusOr<NoteSet> parse_notes(std::string_view text) {
 std::string knob_type_name(int64_t type) {
   constexpr int64_t kCount = sizeof(kKnobNames) / sizeof(kKnobNames[0]);
   if (type >= 0 && type < kCount) return kKnobNames[type];
-  return "k" + std::to_string(type);
+  return std::string("k").append(std::to_string(type));  // not "k" + ...: see core/quoted.h
 }
 
 }  // namespace convplan

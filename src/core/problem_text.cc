@@ -34,6 +34,7 @@
 #include <system_error>
 
 #include "convplan/problem.h"
+#include "core/quoted.h"
 
 namespace convplan {
 namespace {
@@ -50,7 +51,7 @@ StatusOr<E> parse_enum(std::string_view s, const std::array<std::pair<const char
   const std::string l = lower(s);
   for (const auto& [name, value] : names)
     if (l == name) return value;
-  return invalid_argument("'" + std::string(s) + "' is not " + what + " (" + accepted + ")");
+  return invalid_argument(detail::quoted(s) + " is not " + what + " (" + accepted + ")");
 }
 
 constexpr std::array<std::pair<const char*, Direction>, 16> kDirectionNames{{
@@ -264,7 +265,7 @@ std::string first_mention(Descriptor& desc, int dim) {
     if (g.set && (first == nullptr || g.pos < first->pos)) first = &g;
   }
   if (first == nullptr) return "";
-  return "'" + std::string(first->text) + "' at " + std::to_string(first->pos);
+  return detail::quoted(first->text) + " at " + std::to_string(first->pos);
 }
 
 // Fills one spatial dimension of p (index `out`) from descriptor dimension `dim`.
@@ -609,9 +610,11 @@ std::string ConvProblem::to_string() const {
     }
   };
   const SpatialDims out = output();  // guarded: an invalid problem still prints
-  s += "g" + std::to_string(groups) + "mb" + std::to_string(n) + "ic" + std::to_string(c);
+  // Appended piece by piece, not "g" + ...: see core/quoted.h.
+  s.append("g").append(std::to_string(groups)).append("mb").append(std::to_string(n));
+  s.append("ic").append(std::to_string(c));
   spatial("i", [&](int d) { return input[d]; });
-  s += "oc" + std::to_string(k);
+  s.append("oc").append(std::to_string(k));
   spatial("o", [&](int d) { return out[d]; });
   spatial("k", [&](int d) { return filter[d]; });
   spatial("s", [&](int d) { return stride[d]; });
@@ -651,7 +654,7 @@ StatusOr<ConvProblem> parse_problem(std::string_view text) {
   CONVPLAN_RETURN_IF_ERROR(parse_descriptor(descriptor, descriptor_base, p));
   CONVPLAN_RETURN_IF_ERROR(apply_flags(flags, p));
   Status valid = p.validate();
-  if (!valid.ok()) return invalid_argument("'" + std::string(text) + "' is not a valid problem: " + valid.message());
+  if (!valid.ok()) return invalid_argument(detail::quoted(text) + " is not a valid problem: " + valid.message());
   return p;
 }
 
