@@ -26,13 +26,20 @@ struct KnobChoice {
 struct EngineConfig {
   int64_t engine_id = -1;         // cuDNN's global engine index (CUDNN_ATTR_ENGINE_GLOBAL_INDEX)
   std::vector<KnobChoice> knobs;  // sorted by type, one entry per type
+  // An exact problem rewrite (convplan/rewrite.h) whose rewritten problem the engine runs, by
+  // name ("s2d2", "c8"; lower-case letters and digits); "" for the problem itself.
+  std::string rewrite = {};  // (initialized: {id, knobs} aggregates stay warning-free)
 
-  // "eng12" or "eng12:k3=1,k10=2" (knob types by number, sorted). parse(to_string()) == *this;
-  // parse sorts the knobs and rejects a repeated type, naming it.
+  // "eng12" or "eng12:k3=1,k10=2" (knob types by number, sorted), after "<rewrite>+" when there
+  // is one: "s2d2+eng62:k3=1". parse(to_string()) == *this; parse sorts the knobs and rejects a
+  // repeated type, naming it.
   std::string to_string() const;
   static StatusOr<EngineConfig> parse(std::string_view text);
   auto operator<=>(const EngineConfig&) const = default;
 };
+
+// Whether `name` can be EngineConfig::rewrite: non-empty, lower-case letters and digits.
+bool is_rewrite_name(std::string_view name);
 
 // Engine notes as bits: numerical notes (what a filter may forbid), then behaviour notes.
 enum Note : uint32_t {

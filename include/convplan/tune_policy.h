@@ -40,12 +40,16 @@ StatusOr<std::vector<EngineRule>> parse_engine_rules(std::string_view text);
 // A rule of a rules file in the spirit of cudnn-frontend's errata filter: a candidate is dropped
 // when every given field matches. JSON: {"rules":[{"id":"...","direction":"fwd",
 // "data_type":"bf16","engine":5,"knobs":{"3":1},"shape":{"c":[1,64],"k":[64,null]}}]}
+// "rewrite" matches candidates of a rewritten problem (convplan/rewrite.h): "s2d2" that rewrite,
+// "*" every rewrite, "" only the problem itself; {"id":"no-s2d","rewrite":"s2d2"} disables s2d2
+// for every engine. A disabled-engine rule ("5") matches engine 5 with or without a rewrite.
 struct ErrataRule {
   std::string id;                        // for messages
   std::optional<Direction> direction;
   std::optional<DataType> data_type;
   int64_t engine_id = -1;                // -1: any
   std::vector<KnobChoice> knobs;         // all must match
+  std::optional<std::string> rewrite;    // a name, "*" (any rewrite) or "" (none); unset: any
   // Inclusive ranges over the problem's fields (n, c, k, groups, and the spatial sizes
   // input0.., filter0.., stride0.., dilation0..): name, min, max (-1 = unbounded).
   struct Range {
@@ -78,10 +82,12 @@ struct TunePolicy {
   int timed_runs = 5;                            // median of these
   bool validate = true;                          // compare candidates' outputs with a reference
   int verbose = 0;                               // CONVPLAN_VERBOSE: 0, 1 or 2
+  // Candidates of rewritten problems (convplan/rewrite.h) may be chosen; CONVPLAN_REWRITES=off.
+  bool rewrites = true;
 
   const std::vector<EngineRule>& disabled_for(Direction d) const;
 
-  // Reads CONVPLAN_TUNE, the variables named above and CONVPLAN_VERBOSE over `base`. A malformed
+  // Reads CONVPLAN_TUNE, the variables named above, CONVPLAN_REWRITES and CONVPLAN_VERBOSE over `base`. A malformed
   // variable is kInvalidArgument naming the variable, its value and the offending part.
   static StatusOr<TunePolicy> from_environment(const TunePolicy& base);
   static StatusOr<TunePolicy> from_environment();  // over the defaults

@@ -67,10 +67,13 @@ std::string_view trim(std::string_view s) {
   return s;
 }
 
+StatusOr<EngineConfig> parse_engine(std::string_view text);  // "eng12:k3=1", no rewrite
+
 }  // namespace
 
 std::string EngineConfig::to_string() const {
-  std::string s = "eng" + std::to_string(engine_id);
+  std::string s = rewrite.empty() ? "" : rewrite + "+";
+  s += "eng" + std::to_string(engine_id);
   for (size_t i = 0; i < knobs.size(); ++i) {
     s += i == 0 ? ':' : ',';
     s += 'k' + std::to_string(knobs[i].type) + '=' + std::to_string(knobs[i].value);
@@ -78,7 +81,34 @@ std::string EngineConfig::to_string() const {
   return s;
 }
 
-StatusOr<EngineConfig> EngineConfig::parse(std::string_view text) {
+StatusOr<EngineConfig> EngineConfig::parse(std::string_view full) {
+  std::string_view text = full;
+  std::string rewrite;
+  if (const size_t plus = full.find('+'); plus != std::string_view::npos) {
+    rewrite = std::string(full.substr(0, plus));
+    if (!is_rewrite_name(rewrite)) {
+      return config_error(full, "rewrite '" + rewrite +
+                                    "' before '+' must be lower-case letters and digits (e.g. s2d2)");
+    }
+    text = full.substr(plus + 1);
+  }
+  StatusOr<EngineConfig> config = parse_engine(text);
+  if (!config.ok()) return config.status();
+  config->rewrite = std::move(rewrite);
+  return config;
+}
+
+bool is_rewrite_name(std::string_view name) {
+  if (name.empty()) return false;
+  for (char ch : name) {
+    if (!((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9'))) return false;
+  }
+  return true;
+}
+
+namespace {
+
+StatusOr<EngineConfig> parse_engine(std::string_view text) {
   if (text.substr(0, 3) != "eng") return config_error(text, "must start with 'eng' (e.g. eng12:k3=1)");
   size_t pos = 3;
   EngineConfig config;
@@ -116,6 +146,8 @@ StatusOr<EngineConfig> EngineConfig::parse(std::string_view text) {
   }
   return config;
 }
+
+}  // namespace
 
 std::string notes_to_string(NoteSet notes) {
   std::string s;

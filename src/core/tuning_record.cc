@@ -10,7 +10,9 @@
 //    "candidates": [{"config": {...}, "notes": 5, "rank": 0, "workspace_bytes": 0,
 //                    "times_ms": [0.41, 0.42], "median_ms": 0.42, "relative_error": 1e-6,
 //                    "outcome": "ok"}]}
-// The config's engine_id and knobs are authoritative; "text" is its to_string() form for people
+// A config of a rewritten problem (convplan/rewrite.h) adds "rewrite": "s2d2" and its text reads
+// "s2d2+eng12:k3=1"; records without one are unchanged. The config's rewrite, engine_id and knobs
+// are authoritative; "text" is its to_string() form for people
 // and is checked against them on reading. A non-finite number (a NaN relative error, say) is
 // written as the string "nan", "inf" or "-inf", since JSON has no such numbers.
 // Required on reading: the four key fields, config, notes, time_ms, workspace_bytes and
@@ -74,7 +76,10 @@ Json number_to_json(double v) {
 Json config_to_json(const EngineConfig& config) {
   Json knobs = Json::array();
   for (const KnobChoice& k : config.knobs) knobs.push_back({{"type", k.type}, {"value", k.value}});
-  return {{"text", config.to_string()}, {"engine_id", config.engine_id}, {"knobs", std::move(knobs)}};
+  Json j = {{"text", config.to_string()}, {"engine_id", config.engine_id}, {"knobs", std::move(knobs)}};
+  // Only when there is one, so that records without a rewrite keep their old form.
+  if (!config.rewrite.empty()) j["rewrite"] = config.rewrite;
+  return j;
 }
 
 Json candidate_to_json(const CandidateResult& c) {
@@ -198,13 +203,20 @@ Status read_config(const Json& j, const std::string& path, EngineConfig* out) {
       config.knobs.push_back(choice);
     }
   }
+  const Json* rewrite = member(j, "rewrite");
+  if (rewrite != nullptr) {
+    CONVPLAN_RETURN_IF_ERROR(read_string(*rewrite, path + ".rewrite", &config.rewrite));
+    if (!is_rewrite_name(config.rewrite))
+      return field_error(path + ".rewrite", "=\"" + config.rewrite +
+                                                "\" is not a rewrite name (lower-case letters and digits)");
+  }
   const Json* text = member(j, "text");
   if (text != nullptr) {
     std::string t;
     CONVPLAN_RETURN_IF_ERROR(read_string(*text, path + ".text", &t));
     std::string expected = config.to_string();
     if (t != expected)
-      return field_error(path + ".text", "=\"" + t + "\" does not match engine_id and knobs (\"" +
+      return field_error(path + ".text", "=\"" + t + "\" does not match rewrite, engine_id and knobs (\"" +
                                              expected + "\")");
   }
   *out = std::move(config);

@@ -191,6 +191,15 @@ StatusOr<ErrataRule> errata_rule_from_json(const Json& j, std::string_view sourc
         rule.knobs.push_back(choice);
       }
       std::sort(rule.knobs.begin(), rule.knobs.end());
+    } else if (name == "rewrite") {
+      // "s2d2": that rewrite; "*": every rewrite; "": the problem itself (no rewrite).
+      if (!v.is_string()) return errata_error(source, index, name, "must be a string");
+      const std::string rw = v.get<std::string>();
+      if (!rw.empty() && rw != "*" && !is_rewrite_name(rw)) {
+        return errata_error(source, index, name,
+                            "'" + rw + "' is not a rewrite name (e.g. s2d2), \"*\" or \"\"");
+      }
+      rule.rewrite = rw;
     } else if (name == "shape") {
       if (!v.is_object()) return errata_error(source, index, name, "must be an object");
       for (auto f = v.begin(); f != v.end(); ++f) {
@@ -239,6 +248,7 @@ std::string errata_text(const ErrataRule& r) {
   if (r.direction) s += std::string("dir=") + to_string(*r.direction) + ",";
   if (r.data_type) s += std::string("dt=") + to_string(*r.data_type) + ",";
   if (r.engine_id >= 0) s += "eng=" + std::to_string(r.engine_id) + ",";
+  if (r.rewrite) s += "rw=" + *r.rewrite + ",";
   for (const KnobChoice& k : r.knobs) {
     s += 'k' + std::to_string(k.type) + '=' + std::to_string(k.value) + ',';
   }
@@ -343,6 +353,7 @@ bool ErrataRule::matches(const ConvProblem& problem, const EngineConfig& config)
   if (direction && *direction != problem.direction) return false;
   if (data_type && *data_type != problem.data_type) return false;
   if (engine_id >= 0 && engine_id != config.engine_id) return false;
+  if (rewrite && !(*rewrite == "*" ? !config.rewrite.empty() : *rewrite == config.rewrite)) return false;
   if (!knobs_include(config.knobs, knobs)) return false;
   for (const Range& r : ranges) {
     int64_t v = 0;
@@ -461,6 +472,16 @@ StatusOr<TunePolicy> TunePolicy::from_environment(const TunePolicy& base) {
     }
     p.budget_ms = ms;
   }
+  if (const char* v = get_env("CONVPLAN_REWRITES")) {
+    const std::string_view s = v;
+    if (s == "off" || s == "0" || s == "false" || s == "no") {
+      p.rewrites = false;
+    } else if (s == "on" || s == "1" || s == "true" || s == "yes") {
+      p.rewrites = true;
+    } else {
+      return env_error("CONVPLAN_REWRITES", v, "must be on or off (1/0, true/false, yes/no)");
+    }
+  }
   if (const char* v = get_env("CONVPLAN_VERBOSE")) {
     int64_t level = -1;
     if (!parse_int(v, level) || level < 0 || level > 2) {
@@ -505,6 +526,8 @@ std::string TunePolicy::key() const {
     k += " budget_ms=" + budget.str();
   }
   k += std::string(" validate=") + (validate ? "1" : "0");
+  // Records tuned before rewrites existed never had rewritten candidates: rw=1 keeps them apart.
+  k += std::string(" rw=") + (rewrites ? "1" : "0");
   return k;
 }
 

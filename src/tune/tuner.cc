@@ -421,6 +421,11 @@ bool TuneRun::filtered(const EngineConfig& config, NoteSet notes, std::string& l
     outcome = "filtered: runtime compilation not allowed (CONVPLAN_ALLOW_RUNTIME_COMPILATION=0)";
     return true;
   }
+  if (!policy_.rewrites && !config.rewrite.empty()) {
+    label = "CONVPLAN_REWRITES=off";
+    outcome = "filtered: rewrite " + config.rewrite + " while rewrites are off (CONVPLAN_REWRITES)";
+    return true;
+  }
   for (const EngineRule& rule : policy_.disabled_for(problem_.direction)) {
     if (rule.matches(config)) {
       label = disabled_variable(problem_.direction);

@@ -164,7 +164,7 @@ TEST_F(Cli, HelpListsEveryCommandAndTheExitStatuses) {
 
 TEST_F(Cli, EveryCommandHasHelpThatExitsZero) {
   const std::vector<std::vector<std::string>> commands = {
-      {"run"},          {"bench"},       {"engines"},      {"devices"},      {"db"},
+      {"run"},          {"bench"},       {"engines"},      {"devices"},      {"db"}, {"explain"},
       {"db", "list"},   {"db", "show"},  {"db", "export"}, {"db", "import"}, {"db", "merge"},
       {"db", "verify"}, {"db", "prune"}, {"db", "path"}};
   for (std::vector<std::string> c : commands) {
@@ -563,6 +563,55 @@ TEST_F(Cli, DbPruneRemovesWhatTheFiltersMatch) {
   make_database(path("tuning.db"), 3);
   r = run({"db", "prune", "--all"});
   EXPECT_NE(r.out.find("removed 3 records"), std::string::npos) << describe(r);
+}
+
+}  // namespace
+}  // namespace convplan
+
+namespace convplan {
+namespace {
+
+// `convplan explain` needs no GPU: the stem's figures and rewrites, as text and as JSON.
+class CliExplain : public Cli {};
+
+TEST_F(CliExplain, TextNamesTheProblemItsFiguresAndEveryRewrite) {
+  const Result r = run({"explain", "dt:bf16,layout:nhwc/mb256ic3ih224iw224oc64kh7kw7sh2sw2ph3pw3"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  for (const char* word :
+       {"problem    dt:bf16,layout:nhwc/g1mb256ic3ih224iw224oc64oh112ow112kh7kw7sh2sw2ph3pw3",
+        "output     112x112", "flops      60.423 GFLOP", "min bytes", "floor",
+        "at 989 TFLOP/s, 4800 GB/s", "rewrites   5",
+        "  s2d2  dt:bf16,layout:nhwc/g1mb256ic12ih112iw112oc64oh112ow112kh4kw4sh1sw1ph2pw2rh1rw1",
+        "  s2d2c8  ", "  c4  ", "  c8  ", "  c16  "}) {
+    EXPECT_NE(r.out.find(word), std::string::npos) << word << "\n" << describe(r);
+  }
+}
+
+TEST_F(CliExplain, JsonToStandardOutputHasTheRewrittenDescriptorsAndTheGivenPeaks) {
+  const Result r = run({"explain", "mb8ic1iw1000oc16kw64sw4pw30", "--json", "-", "--peak-tflops",
+                        "100", "--peak-gbps", "1000"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["problem"], "g1mb8ic1iw1000oc16ow250kw64sw4pw30");
+  EXPECT_EQ(j["y"], nlohmann::json::array({8, 16, 250}));
+  EXPECT_EQ(j["peak_tflops"], 100.0);
+  const double floor = j["roofline_floor_ms"];
+  const double flops = j["flops"], bytes = j["min_bytes"];
+  EXPECT_DOUBLE_EQ(floor, std::max(flops / 100e12, bytes / 1000e9) * 1e3);
+  std::vector<std::string> names;
+  for (const auto& e : j["rewrites"]) {
+    names.push_back(e["name"]);
+    auto p = parse_problem(e["problem"].get<std::string>());
+    ASSERT_TRUE(p.ok()) << e["problem"];
+    EXPECT_EQ(p->output()[0], 250) << e["problem"];
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"s2d2", "s2d2c4", "s2d2c8", "s2d2c16", "s2d4",
+                                             "s2d4c8", "s2d4c16", "c4", "c8", "c16"}));
+}
+
+TEST_F(CliExplain, MalformedDescriptorIsAUsageError) {
+  const Result r = run({"explain", "mb8ic0"});
+  EXPECT_EQ(r.exit_code, 2) << describe(r);
 }
 
 }  // namespace

@@ -94,6 +94,15 @@ struct BenchOptions {
 };
 int bench_command(const GlobalOptions& global, const BenchOptions& options);
 
+struct ExplainOptions {
+  std::string descriptor;
+  ProblemFlags problem;
+  double peak_tflops = 989.0;  // the roofline's rates (explain.h's defaults: an H200)
+  double peak_gbps = 4800.0;
+  std::string json_path;  // "" none, "-" standard output (then no text)
+};
+int explain_command(const GlobalOptions& global, const ExplainOptions& options);
+
 struct DbOptions {
   std::string action;  // path, list, show, export, import, merge, verify, prune
   std::string key;     // show

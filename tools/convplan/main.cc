@@ -189,6 +189,28 @@ int parse_and_run(int argc, char** argv) {
     action = [&] { return engines_command(global, engines); };
   });
 
+  // explain
+  ExplainOptions explain;
+  int64_t explain_batch = 0;
+  CLI::Option* explain_batch_opt = nullptr;
+  CLI::App* explain_cmd = app.add_subcommand(
+      "explain",
+      "no GPU: the canonical problem, output shape, FLOPs, minimum bytes, roofline floor, and "
+      "every exact rewrite that applies (space-to-depth, channel padding) with its problem");
+  explain_cmd->add_option("descriptor", explain.descriptor, kDescriptorHelp)->required();
+  add_problem_flags(explain_cmd, explain.problem, explain_batch, explain_batch_opt, true);
+  explain_cmd->add_option("--peak-tflops", explain.peak_tflops, "matrix rate for the floor, TFLOP/s")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  explain_cmd->add_option("--peak-gbps", explain.peak_gbps, "memory bandwidth for the floor, GB/s")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  explain_cmd->add_option("--json", explain.json_path, "write it as JSON ('-': stdout)");
+  explain_cmd->callback([&] {
+    if (explain_batch_opt->count() > 0) explain.problem.batch = explain_batch;
+    action = [&] { return explain_command(global, explain); };
+  });
+
   // devices
   DevicesOptions devices;
   CLI::App* devices_cmd =

@@ -1,0 +1,141 @@
+// rewrite_transforms: the bandwidth of the rewrite transform kernels (issue 17: at least 70% of
+// the copy bandwidth on the stems' sizes) against cudaMemcpyAsync device-to-device of the same
+// bytes. Each transform's traffic is its source read plus its destination written; the copy's is
+// twice what it copies. Prints a table and writes JSON (argv[1], else
+// $CONVPLAN_REPORT_DIR/rewrite_transforms.json, else ./rewrite_transforms.json). Asserts nothing.
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "convplan/cudnn_backend.h"
+#include "convplan/rewrite.h"
+#include "rewrites/rewrite_internal.h"
+#include "rewrites/transform_kernels.h"
+
+namespace {
+
+using convplan::Rewrite;
+
+struct Case {
+  const char* label;
+  const char* problem;
+  const char* rewrite;
+  char tensor;
+  bool to_rewritten;
+};
+
+constexpr Case kCases[] = {
+    {"stem fwd x", "dt:bf16,layout:nhwc/mb256ic3ih224iw224oc64kh7kw7sh2sw2ph3pw3", "s2d2", 'x', true},
+    {"stem fwd x", "dt:bf16,layout:nhwc/mb256ic3ih224iw224oc64kh7kw7sh2sw2ph3pw3", "s2d2c8", 'x', true},
+    {"stem fwd x", "dt:bf16,layout:nhwc/mb256ic3ih224iw224oc64kh7kw7sh2sw2ph3pw3", "c4", 'x', true},
+    {"stem b32 fwd x", "dt:bf16,layout:nhwc/mb32ic3ih224iw224oc64kh7kw7sh2sw2ph3pw3", "s2d2", 'x', true},
+    {"stem bwd_data dx", "dir:bwd_data,dt:bf16,layout:nhwc/mb256ic3ih224iw224oc64kh7kw7sh2sw2ph3pw3", "s2d2", 'x', false},
+    {"stem f32 nchw x", "mb256ic3ih224iw224oc64kh7kw7sh2sw2ph3pw3", "s2d2", 'x', true},
+    {"alexnet fwd x", "dt:bf16,layout:nhwc/mb64ic3ih224iw224oc64kh11kw11sh4sw4ph2pw2", "s2d4", 'x', true},
+    {"alexnet fwd x", "dt:bf16,layout:nhwc/mb64ic3ih224iw224oc64kh11kw11sh4sw4ph2pw2", "s2d2", 'x', true},
+    {"3-D stem fwd x", "dt:bf16,layout:nhwc/mb2ic3id32ih112iw112oc32kd3kh7kw7sd2sh2sw2pd1ph3pw3", "s2d2", 'x', true},
+};
+
+#define CHECK_CUDA(e)                                                                 \
+  do {                                                                                \
+    cudaError_t rc_ = (e);                                                            \
+    if (rc_ != cudaSuccess) {                                                         \
+      std::fprintf(stderr, "%s: %s\n", #e, cudaGetErrorString(rc_));                  \
+      std::exit(1);                                                                   \
+    }                                                                                 \
+  } while (0)
+
+template <typename F>
+double median_ms(cudaStream_t stream, F f) {
+  cudaEvent_t a, b;
+  CHECK_CUDA(cudaEventCreate(&a));
+  CHECK_CUDA(cudaEventCreate(&b));
+  for (int i = 0; i < 3; ++i) f();
+  std::vector<float> t;
+  for (int i = 0; i < 20; ++i) {
+    CHECK_CUDA(cudaEventRecord(a, stream));
+    f();
+    CHECK_CUDA(cudaEventRecord(b, stream));
+    CHECK_CUDA(cudaEventSynchronize(b));
+    float ms = 0;
+    CHECK_CUDA(cudaEventElapsedTime(&ms, a, b));
+    t.push_back(ms);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+int64_t bytes_of(const convplan::ConvProblem& p, char t) {
+  const convplan::TensorShape s = t == 'x' ? p.x_shape() : t == 'w' ? p.w_shape() : p.y_shape();
+  return s.span_elements() * convplan::size_of(p.data_type);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (!convplan::gpu_available().ok()) {
+    std::fprintf(stderr, "rewrite_transforms: no GPU: %s\n", convplan::gpu_available().message().c_str());
+    return 3;
+  }
+  cudaStream_t stream;
+  CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  nlohmann::json rows = nlohmann::json::array();
+  std::printf("%-18s %-8s %-3s %9s %9s %9s %9s %7s\n", "case", "rewrite", "dir", "MB moved",
+              "us", "GB/s", "copy GB/s", "share");
+  for (const Case& c : kCases) {
+    auto p = convplan::parse_problem(c.problem);
+    auto spec = convplan::RewriteSpec::parse(c.rewrite);
+    if (!p.ok() || !spec.ok()) return 1;
+    auto r = convplan::make_rewrite(*p, *spec);
+    if (!r.ok()) {
+      std::fprintf(stderr, "%s\n", r.status().to_string().c_str());
+      return 1;
+    }
+    const int64_t a_bytes = bytes_of(r->original, c.tensor), b_bytes = bytes_of(r->rewritten, c.tensor);
+    void *a = nullptr, *b = nullptr;
+    CHECK_CUDA(cudaMalloc(&a, a_bytes));
+    CHECK_CUDA(cudaMalloc(&b, b_bytes));
+    CHECK_CUDA(cudaMemset(a, 0x11, a_bytes));
+    CHECK_CUDA(cudaMemset(b, 0x11, b_bytes));
+    const auto t = convplan::rewrites::transform_desc(*r, c.tensor, c.to_rewritten, 1.0, 0.0);
+    const void* src = c.to_rewritten ? a : b;
+    void* dst = c.to_rewritten ? b : a;
+    const double ms = median_ms(stream, [&] {
+      if (convplan::rewrites::launch_transform(t, src, dst, stream) != 0) std::exit(1);
+    });
+    const int64_t copy_bytes = std::max(a_bytes, b_bytes);
+    void* scratch = nullptr;
+    CHECK_CUDA(cudaMalloc(&scratch, copy_bytes));
+    const double copy_ms = median_ms(stream, [&] {
+      CHECK_CUDA(cudaMemcpyAsync(scratch, c.to_rewritten ? b : a, copy_bytes, cudaMemcpyDeviceToDevice, stream));
+    });
+    const double moved = static_cast<double>(a_bytes + b_bytes);
+    const double gbps = moved / (ms * 1e6), copy_gbps = 2.0 * copy_bytes / (copy_ms * 1e6);
+    std::printf("%-18s %-8s %-3s %9.1f %9.1f %9.0f %9.0f %6.0f%%\n", c.label, c.rewrite,
+                c.to_rewritten ? "to" : "fro", moved / 1e6, ms * 1e3, gbps, copy_gbps,
+                100.0 * gbps / copy_gbps);
+    rows.push_back({{"case", c.label}, {"problem", c.problem}, {"rewrite", c.rewrite},
+                    {"tensor", std::string(1, c.tensor)}, {"to_rewritten", c.to_rewritten},
+                    {"bytes_moved", moved}, {"ms", ms}, {"gbps", gbps}, {"copy_gbps", copy_gbps},
+                    {"share_of_copy", gbps / copy_gbps}});
+    cudaFree(a);
+    cudaFree(b);
+    cudaFree(scratch);
+  }
+  std::string path = argc > 1 ? argv[1] : "";
+  if (path.empty()) {
+    const char* dir = std::getenv("CONVPLAN_REPORT_DIR");
+    path = std::string(dir != nullptr ? dir : ".") + "/rewrite_transforms.json";
+  }
+  std::ofstream(path) << nlohmann::json{{"transforms", rows}}.dump(2) << "\n";
+  std::printf("JSON: %s\n", path.c_str());
+  return 0;
+}

@@ -1,0 +1,119 @@
+// The transforms of a rewrite as TransformDescs, their order, their scratch, and the host twin of
+// the kernel.
+#include <cstring>
+
+#include "convplan/reference.h"
+#include "convplan/rewrite.h"
+#include "rewrites/rewrite_internal.h"
+
+namespace convplan {
+namespace rewrites {
+namespace {
+
+TensorShape shape_of(const ConvProblem& p, char tensor) {
+  return tensor == 'x' ? p.x_shape() : tensor == 'w' ? p.w_shape() : p.y_shape();
+}
+
+ElemType elem_type(DataType t) {
+  switch (t) {
+    case DataType::kHalf: return ElemType::kF16;
+    case DataType::kBFloat16: return ElemType::kBF16;
+    case DataType::kDouble: return ElemType::kF64;
+    default: return ElemType::kF32;
+  }
+}
+
+void copy_shape(const TensorShape& s, int64_t* dims, int64_t* strides) {
+  for (int i = 0; i < s.rank; ++i) {
+    dims[i] = s.dims[i];
+    strides[i] = s.strides[i];
+  }
+}
+
+}  // namespace
+
+TransformDesc transform_desc(const Rewrite& r, char tensor, bool to_rewritten, double alpha,
+                             double beta) {
+  TransformDesc t;
+  t.to_rewritten = to_rewritten;
+  t.elem = elem_type(r.original.data_type);
+  t.elem_bytes = static_cast<int32_t>(size_of(r.original.data_type));
+  t.spatial_dims = r.original.spatial_dims;
+  // y's spatial geometry is unchanged: only its channels (K) may be padded.
+  t.block = tensor == 'y' ? 1 : static_cast<int32_t>(r.spec.block);
+  for (int d = 0; d < 3; ++d) t.offset[d] = tensor == 'w' ? r.filter_offset[d] : 0;
+  const TensorShape a = shape_of(r.original, tensor);
+  const TensorShape b = shape_of(r.rewritten, tensor);
+  copy_shape(a, t.a_dims, t.a_strides);
+  copy_shape(b, t.b_dims, t.b_strides);
+  const TensorShape& dst = to_rewritten ? b : a;
+  const bool last = r.original.layout == Layout::kChannelsLast;
+  for (int i = 0; i < dst.rank; ++i) {
+    // Memory order: (d0, c, spatial...) or (d0, spatial..., c).
+    int logical = i;
+    if (last && i >= 1) logical = i == dst.rank - 1 ? 1 : i + 1;
+    t.dst_mem_to_logical[i] = logical;
+    t.dst_mem_dims[i] = dst.dims[logical];
+  }
+  t.dst_elements = dst.elements();
+  t.alpha = alpha;
+  t.beta = beta;
+  return t;
+}
+
+std::vector<Step> pre_steps(const Rewrite& r) {
+  std::vector<Step> steps;
+  const char out = r.original.output_tensor();
+  for (char t : {'x', 'w', 'y'}) {
+    if (t != out && r.transforms(t)) steps.push_back({t, true});
+  }
+  return steps;
+}
+
+std::vector<Step> post_steps(const Rewrite& r) {
+  const char out = r.original.output_tensor();
+  if (!r.transforms(out)) return {};
+  return {{out, false}};
+}
+
+int64_t scratch_offset(const Rewrite& r, char tensor) {
+  if (!r.transforms(tensor)) return -1;
+  int64_t offset = 0;
+  for (char t : {'x', 'w', 'y'}) {
+    if (t == tensor) return offset;
+    if (!r.transforms(t)) continue;
+    const int64_t bytes = shape_of(r.rewritten, t).span_elements() * size_of(r.rewritten.data_type);
+    offset += (bytes + kScratchAlign - 1) / kScratchAlign * kScratchAlign;
+  }
+  return -1;
+}
+
+}  // namespace rewrites
+
+Status transform_host(const Rewrite& r, char tensor, bool to_rewritten, DataType type,
+                      const void* src, void* dst, double alpha, double beta) {
+  if (tensor != 'x' && tensor != 'w' && tensor != 'y') {
+    return invalid_argument("tensor='" + std::string(1, tensor) + "' is not x, w or y");
+  }
+  if (!r.transforms(tensor)) {
+    return invalid_argument("rewrite " + r.name() + " does not transform " + std::string(1, tensor));
+  }
+  const rewrites::TransformDesc t = rewrites::transform_desc(r, tensor, to_rewritten, alpha, beta);
+  const int64_t elem = size_of(type);
+  const auto* s = static_cast<const unsigned char*>(src);
+  auto* d = static_cast<unsigned char*>(dst);
+  for (int64_t i = 0; i < t.dst_elements; ++i) {
+    const int64_t from = rewrites::source_offset(t, i);
+    double v = 0.0;
+    if (from >= 0) from_data_type(type, s + from * elem, &v, 1);
+    if (!to_rewritten && t.scaled()) {
+      double old = 0.0;
+      if (beta != 0.0) from_data_type(type, d + i * elem, &old, 1);
+      v = alpha * v + beta * old;
+    }
+    to_data_type(type, &v, d + i * elem, 1);
+  }
+  return ok_status();
+}
+
+}  // namespace convplan

@@ -1,0 +1,278 @@
+// Rewritten candidates on real cuDNN (issue 17): every rewrite candidate that the wrapped backend
+// offers for the ResNet-50 stem, an AlexNet-like 11x11 stride-4 stem and a 3-D strided stem, in
+// every direction, runs (transforms, inner plan, transform back) and matches the float64
+// reference of the ORIGINAL problem at sampled output elements; the tuner validates and may pick
+// them; a rewritten plan rebuilds from its JSON, clones onto a second handle through the plan
+// cache, and replays from a CUDA graph. A report of every candidate goes to
+// $CONVPLAN_REPORT_DIR/rewrite_matrix.txt. Skips, naming why, without a GPU.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "convplan/cudnn_backend.h"
+#include "convplan/plan_cache.h"
+#include "convplan/reference.h"
+#include "convplan/rewrite.h"
+#include "convplan/tuner.h"
+#include "support/gpu.h"
+
+namespace convplan {
+namespace {
+
+constexpr const char* kStem = "dt:bf16,layout:nhwc/g1mb256ic3ih224iw224oc64oh112ow112kh7kw7sh2sw2ph3pw3";
+constexpr const char* kAlexStem = "dt:bf16,layout:nhwc/mb64ic3ih224iw224oc64kh11kw11sh4sw4ph2pw2";
+constexpr const char* k3dStem = "dt:bf16,layout:nhwc/mb2ic3id32ih112iw112oc32kd3kh7kw7sd2sh2sw2pd1ph3pw3";
+
+ConvProblem problem(const char* text, Direction d, int64_t batch = 0) {
+  StatusOr<ConvProblem> p = parse_problem(text);
+  EXPECT_TRUE(p.ok()) << p.status().to_string();
+  p->direction = d;
+  if (batch > 0) p->n = batch;
+  return *p;
+}
+
+// Device buffers of one problem, filled with random inputs in its data type; the output tensor
+// is poisoned (0xFF) so that an unwritten element fails the check.
+class Tensors {
+ public:
+  explicit Tensors(const ConvProblem& p, uint64_t seed) : p_(p) {
+    std::mt19937_64 rng(seed);
+    std::uniform_real_distribution<double> u(-1, 1);
+    for (char t : {'x', 'w', 'y'}) {
+      const int i = index(t);
+      const int64_t n = shape(t).span_elements();
+      host_[i].resize(static_cast<size_t>(n * size_of(p.data_type)));
+      std::vector<double> d(static_cast<size_t>(n));
+      for (double& v : d) v = u(rng);
+      to_data_type(p.data_type, d.data(), host_[i].data(), n);
+      auto b = DeviceBuffer::allocate(cuda_allocator(), host_[i].size());
+      EXPECT_TRUE(b.ok());
+      device_[i] = std::move(b).value();
+    }
+    reset();
+  }
+  void reset() {
+    for (char t : {'x', 'w', 'y'}) {
+      const int i = index(t);
+      if (t == p_.output_tensor() && p_.beta == 0.0) {
+        EXPECT_EQ(cudaMemset(device_[i].get(), 0xFF, host_[i].size()), cudaSuccess);
+      } else {
+        EXPECT_EQ(cudaMemcpy(device_[i].get(), host_[i].data(), host_[i].size(), cudaMemcpyHostToDevice),
+                  cudaSuccess);
+      }
+    }
+  }
+  TensorPointers pointers() const { return {device_[0].get(), device_[1].get(), device_[2].get()}; }
+  // Relative L2 error of `samples` output elements against the float64 reference.
+  double sampled_error(int samples) const {
+    const char out = p_.output_tensor();
+    const TensorShape s = shape(out);
+    std::vector<unsigned char> got(host_[index(out)].size());
+    EXPECT_EQ(cudaMemcpy(got.data(), device_[index(out)].get(), got.size(), cudaMemcpyDeviceToHost),
+              cudaSuccess);
+    std::mt19937_64 rng(99);
+    std::vector<int64_t> offsets;
+    for (int i = 0; i < samples; ++i) {
+      int64_t o = 0;
+      for (int d = 0; d < s.rank; ++d) {
+        o += std::uniform_int_distribution<int64_t>(0, s.dims[d] - 1)(rng) * s.strides[d];
+      }
+      offsets.push_back(o);
+    }
+    std::vector<double> expected;
+    EXPECT_TRUE(reference_convolution_at(p_, host_[0].data(), host_[1].data(), host_[2].data(),
+                                         offsets, expected)
+                    .ok());
+    std::vector<double> actual(offsets.size());
+    for (size_t i = 0; i < offsets.size(); ++i) {
+      from_data_type(p_.data_type, got.data() + offsets[i] * size_of(p_.data_type), &actual[i], 1);
+    }
+    return relative_l2_error(actual, expected);
+  }
+
+ private:
+  static int index(char t) { return t == 'x' ? 0 : t == 'w' ? 1 : 2; }
+  TensorShape shape(char t) const { return t == 'x' ? p_.x_shape() : t == 'w' ? p_.w_shape() : p_.y_shape(); }
+  ConvProblem p_;
+  std::vector<unsigned char> host_[3];
+  DeviceBuffer device_[3];
+};
+
+class RewriteGpuTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    CONVPLAN_REQUIRE_GPU();
+    auto ctx = CudnnContext::create(0);
+    ASSERT_TRUE(ctx.ok()) << ctx.status().to_string();
+    ctx_.emplace(std::move(ctx).value());
+    backend_ = with_rewrites(make_cudnn_backend());
+  }
+  static void report(const std::string& line) {
+    std::printf("%s\n", line.c_str());
+    const char* dir = std::getenv("CONVPLAN_REPORT_DIR");
+    if (dir == nullptr) return;
+    std::ofstream(std::string(dir) + "/rewrite_matrix.txt", std::ios::app) << line << "\n";
+  }
+  // Runs every rewritten candidate of `p` (heuristic modes A and B) against the reference;
+  // returns how many ran and matched.
+  int check_every_candidate(const ConvProblem& p, int samples) {
+    Tensors t(p, 1);
+    int matched = 0;
+    std::vector<EngineConfig> seen;
+    for (CandidateSource source : {CandidateSource::kHeuristicA, CandidateSource::kHeuristicB}) {
+      auto cands = backend_->candidates(ctx_->handle(), p, source);
+      EXPECT_TRUE(cands.ok()) << cands.status().to_string();
+      if (!cands.ok()) return matched;
+      for (const Candidate& c : *cands) {
+        if (c.config.rewrite.empty()) continue;
+        bool dup = false;
+        for (const EngineConfig& s : seen) dup = dup || s == c.config;
+        if (dup) continue;
+        seen.push_back(c.config);
+        auto plan = backend_->build(ctx_->handle(), p, c.config);
+        if (!plan.ok()) {
+          report(p.to_string() + "  " + c.config.to_string() + "  build: " + plan.status().to_string());
+          continue;
+        }
+        auto ws = DeviceBuffer::allocate(cuda_allocator(), static_cast<size_t>((*plan)->workspace_bytes()));
+        EXPECT_TRUE(ws.ok());
+        t.reset();
+        const Status s = (*plan)->execute(ctx_->handle(), t.pointers(), ws->get());
+        EXPECT_TRUE(s.ok()) << c.config.to_string() << ": " << s.to_string();
+        EXPECT_TRUE(ctx_->synchronize().ok());
+        const double err = t.sampled_error(samples);
+        const double tol = relative_error_tolerance(p, c.notes);
+        report(p.to_string() + "  " + c.config.to_string() + "  ws " +
+               std::to_string((*plan)->workspace_bytes()) + "  rel err " + std::to_string(err) +
+               (err <= tol ? "  ok" : "  WRONG"));
+        EXPECT_LE(err, tol) << p.to_string() << " " << c.config.to_string();
+        matched += err <= tol ? 1 : 0;
+      }
+    }
+    return matched;
+  }
+
+  std::optional<CudnnContext> ctx_;
+  std::shared_ptr<Backend> backend_;
+};
+
+TEST_F(RewriteGpuTest, ResNetStemEveryRewriteCandidateMatchesTheReference) {
+  EXPECT_GT(check_every_candidate(problem(kStem, Direction::kForward), 4096), 0);
+  EXPECT_GT(check_every_candidate(problem(kStem, Direction::kBackwardData, 32), 4096), 0);
+  EXPECT_GT(check_every_candidate(problem(kStem, Direction::kBackwardFilter, 32), 64), 0);
+}
+
+TEST_F(RewriteGpuTest, AlexNetStemEveryRewriteCandidateMatchesTheReference) {
+  EXPECT_GT(check_every_candidate(problem(kAlexStem, Direction::kForward), 4096), 0);
+  EXPECT_GT(check_every_candidate(problem(kAlexStem, Direction::kBackwardData, 16), 4096), 0);
+  EXPECT_GT(check_every_candidate(problem(kAlexStem, Direction::kBackwardFilter, 16), 64), 0);
+}
+
+TEST_F(RewriteGpuTest, ThreeDimensionalStemEveryRewriteCandidateMatchesTheReference) {
+  EXPECT_GT(check_every_candidate(problem(k3dStem, Direction::kForward), 2048), 0);
+  EXPECT_GT(check_every_candidate(problem(k3dStem, Direction::kBackwardData), 2048), 0);
+  EXPECT_GT(check_every_candidate(problem(k3dStem, Direction::kBackwardFilter), 32), 0);
+}
+
+TEST_F(RewriteGpuTest, Fp32ChannelsFirstWithAlphaBetaMatchesTheReference) {
+  ConvProblem p = problem("mb8ic3ih57iw61oc16kh5kw5sh2sw2ph2pw1rh1rw2", Direction::kForward);
+  p.alpha = 0.5;
+  p.beta = 0.25;
+  p.allow_tensor_cores = false;
+  for (Direction d : {Direction::kForward, Direction::kBackwardData, Direction::kBackwardFilter}) {
+    p.direction = d;
+    EXPECT_GT(check_every_candidate(p, 1024), 0) << to_string(d);
+  }
+}
+
+TEST_F(RewriteGpuTest, TunerValidatesRewrittenCandidatesAndRecordsTheChoice) {
+  const ConvProblem p = problem(kStem, Direction::kForward, 32);
+  TunePolicy policy;
+  policy.allow_runtime_compilation = false;
+  Tuner tuner(backend_);
+  auto record = tuner.tune(ctx_->handle(), p, policy);
+  ASSERT_TRUE(record.ok()) << record.status().to_string();
+  int rewritten_ok = 0;
+  for (const CandidateResult& c : record->candidates) {
+    if (!c.config.rewrite.empty() && c.outcome == "ok") ++rewritten_ok;
+  }
+  report("tuned " + p.to_string() + " -> " + record->config.to_string() + " " +
+         std::to_string(record->time_ms) + " ms; rewritten candidates ok: " + std::to_string(rewritten_ok));
+  EXPECT_GT(rewritten_ok, 0);
+  policy.rewrites = false;
+  auto plain = tuner.tune(ctx_->handle(), p, policy);
+  ASSERT_TRUE(plain.ok()) << plain.status().to_string();
+  EXPECT_EQ(plain->config.rewrite, "");
+}
+
+TEST_F(RewriteGpuTest, RewrittenPlanRebuildsFromJsonClonesAndReplaysFromACudaGraph) {
+  const ConvProblem p = problem(kStem, Direction::kForward, 8);
+  auto cands = backend_->candidates(ctx_->handle(), p, CandidateSource::kHeuristicA);
+  ASSERT_TRUE(cands.ok());
+  std::unique_ptr<Plan> plan;
+  for (const Candidate& c : *cands) {
+    if (c.config.rewrite.rfind("s2d", 0) != 0) continue;
+    auto built = backend_->build(ctx_->handle(), p, c.config);
+    if (built.ok()) {
+      plan = std::move(built).value();
+      break;
+    }
+  }
+  ASSERT_NE(plan, nullptr) << "no space-to-depth candidate built for " << p.to_string();
+  auto ws = DeviceBuffer::allocate(cuda_allocator(), static_cast<size_t>(plan->workspace_bytes()));
+  ASSERT_TRUE(ws.ok());
+  Tensors t(p, 3);
+
+  // JSON round trip (where the inner engine has JSON).
+  auto json = plan->to_json();
+  if (json.ok()) {
+    auto again = backend_->build_from_json(ctx_->handle(), p, *json);
+    ASSERT_TRUE(again.ok()) << again.status().to_string();
+    EXPECT_EQ((*again)->config(), plan->config());
+    ASSERT_TRUE((*again)->execute(ctx_->handle(), t.pointers(), ws->get()).ok());
+    ASSERT_TRUE(ctx_->synchronize().ok());
+    EXPECT_LE(t.sampled_error(2048), relative_error_tolerance(p, plan->notes()));
+  }
+
+  // Capture: the transforms and the inner plan in one graph, replayed.
+  t.reset();
+  cudaGraph_t graph = nullptr;
+  ASSERT_EQ(cudaStreamBeginCapture(ctx_->stream(), cudaStreamCaptureModeThreadLocal), cudaSuccess);
+  const Status s = plan->execute(ctx_->handle(), t.pointers(), ws->get());
+  ASSERT_EQ(cudaStreamEndCapture(ctx_->stream(), &graph), cudaSuccess);
+  ASSERT_TRUE(s.ok()) << s.to_string();
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  ASSERT_EQ(cudaGraphLaunch(exec, ctx_->stream()), cudaSuccess);
+  ASSERT_TRUE(ctx_->synchronize().ok());
+  EXPECT_LE(t.sampled_error(2048), relative_error_tolerance(p, plan->notes()));
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+
+  // The plan cache with the wrapped backend: a second handle gets its own clone.
+  PlanCacheOptions options;
+  options.backend = backend_;
+  auto cache = PlanCache::create(std::move(options));
+  ASSERT_TRUE(cache.ok());
+  auto other = CudnnContext::create(0);
+  ASSERT_TRUE(other.ok());
+  for (cudnnHandle_t h : {ctx_->handle(), other->handle()}) {
+    t.reset();
+    const Status e = (*cache)->execute(h, p, t.pointers());
+    ASSERT_TRUE(e.ok()) << e.to_string();
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EXPECT_LE(t.sampled_error(2048), 1e-2);
+  }
+}
+
+}  // namespace
+}  // namespace convplan
