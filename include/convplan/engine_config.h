@@ -28,7 +28,7 @@ struct EngineConfig {
   std::vector<KnobChoice> knobs;  // sorted by type, one entry per type
   // An exact problem rewrite (convplan/rewrite.h) whose rewritten problem the engine runs, by
   // name ("s2d2", "c8"; lower-case letters and digits); "" for the problem itself.
-  std::string rewrite = {};  // (initialized: {id, knobs} aggregates stay warning-free)
+  std::string rewrite = {};  // "= {}": {id, knobs} aggregates need no third initializer
 
   // "eng12" or "eng12:k3=1,k10=2" (knob types by number, sorted), after "<rewrite>+" when there
   // is one: "s2d2+eng62:k3=1". parse(to_string()) == *this; parse sorts the knobs and rejects a

@@ -67,7 +67,9 @@ StatusOr<Rewrite> make_rewrite(const ConvProblem& problem, const RewriteSpec& sp
 // The rewrites with_rewrites() tries for `problem`, in this order: space-to-depth for every block
 // dividing all strides when the problem has few channels (C < 16), each alone and with its
 // channels padded to 4, 8 or 16 where that changes them; channel padding alone where C is not a
-// multiple of 8; K padding to 8 where K is not. Duplicates (same rewritten problem) are left out.
+// multiple of 8; where K is not a multiple of 8, each of these pads K to 8 too, and K padding
+// alone is added. Duplicates (the same rewritten problem) are left out. Problems with many
+// channels get none: space-to-depth and padding pay where few channels starve the tensor cores.
 std::vector<Rewrite> applicable_rewrites(const ConvProblem& problem);
 
 // The host twin of the transform kernels. to_rewritten: dst (the rewritten tensor) from src (the

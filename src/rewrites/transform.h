@@ -12,13 +12,43 @@
 
 #if defined(__CUDACC__)
 #define CONVPLAN_HD __host__ __device__ __forceinline__
+#define CONVPLAN_UNROLL _Pragma("unroll")
 #else
 #define CONVPLAN_HD inline
+#define CONVPLAN_UNROLL
 #endif
 
 namespace convplan::rewrites {
 
 inline constexpr int kMaxRank = 5;
+
+// Division by a fixed 32-bit divisor as a multiply-high and a shift (Granlund and Montgomery, as
+// in CUTLASS's FastDivmod): the transform kernel divides several times per element, and a
+// hardware-free 32-bit division costs about 20 instructions. REQUIRES: dividends < 2^31.
+struct FastDiv {
+  uint32_t divisor = 1;
+  uint32_t multiplier = 1;
+  uint32_t shift = 0;
+};
+
+inline FastDiv make_fast_div(uint32_t d) {
+  FastDiv f;
+  f.divisor = d;
+  uint32_t s = 0;
+  while ((uint64_t{1} << s) < d) ++s;
+  f.shift = s;
+  f.multiplier = static_cast<uint32_t>(((uint64_t{1} << 32) * ((uint64_t{1} << s) - d)) / d + 1);
+  return f;
+}
+
+CONVPLAN_HD uint32_t fast_div(const FastDiv& f, uint32_t n) {
+#if defined(__CUDA_ARCH__)
+  const uint32_t hi = __umulhi(n, f.multiplier);
+#else
+  const uint32_t hi = static_cast<uint32_t>((static_cast<uint64_t>(n) * f.multiplier) >> 32);
+#endif
+  return (hi + n) >> f.shift;
+}
 
 // Element type of a transform: what alpha and beta are applied in (copies move bytes only).
 enum class ElemType : int32_t { kF32 = 0, kF16 = 1, kBF16 = 2, kF64 = 3 };
@@ -42,8 +72,20 @@ struct TransformDesc {
   // Only for !to_rewritten: dst = alpha * gathered + beta * dst (plain copy when 1 and 0).
   double alpha = 1.0;
   double beta = 0.0;
+  // The fast path's divisors (prepare_fast()): the destination's memory-order dims, A's
+  // channels, the block.
+  FastDiv mem_div[kMaxRank];
+  FastDiv channel_div;
+  FastDiv block_div;
   bool scaled() const { return alpha != 1.0 || beta != 0.0; }
 };
+
+// Fills the fast path's divisors. REQUIRES: every dim and offset fits in 31 bits.
+inline void prepare_fast(TransformDesc& t) {
+  for (int i = 0; i < kMaxRank; ++i) t.mem_div[i] = make_fast_div(static_cast<uint32_t>(t.dst_mem_dims[i]));
+  t.channel_div = make_fast_div(static_cast<uint32_t>(t.a_dims[1]));
+  t.block_div = make_fast_div(static_cast<uint32_t>(t.block));
+}
 
 // The source element offset of destination element `linear` (its offset in the packed
 // destination), or -1 where the destination element is a zero.
@@ -89,5 +131,69 @@ CONVPLAN_HD int64_t source_offset(const TransformDesc& t, Index linear) {
   }
   return src + static_cast<int64_t>(m * a_channels + coord[1]) * t.b_strides[1];
 }
+
+// The fast path, what the kernel runs where every offset fits in 31 bits: a thread walks
+// consecutive destination elements with an odometer over the memory-order coordinates (one
+// decomposition per thread) and divides by multiplication. kRank and kLast (channels-last) are
+// compile-time so that the coordinates stay in registers. Equal to source_offset() (a CPU test
+// checks every element of several transforms).
+template <int kRank, bool kLast>
+struct FastWalk {
+  uint32_t mem[kRank];  // destination coordinates in memory order
+
+  CONVPLAN_HD void start(const TransformDesc& t, uint32_t linear) {
+CONVPLAN_UNROLL
+    for (int i = kRank - 1; i >= 0; --i) {
+      const uint32_t q = fast_div(t.mem_div[i], linear);
+      mem[i] = linear - q * t.mem_div[i].divisor;
+      linear = q;
+    }
+  }
+  CONVPLAN_HD void next(const TransformDesc& t) {
+    ++mem[kRank - 1];
+CONVPLAN_UNROLL
+    for (int i = kRank - 1; i > 0; --i) {
+      if (mem[i] == t.mem_div[i].divisor) {
+        mem[i] = 0;
+        ++mem[i - 1];
+      }
+    }
+  }
+  // Logical index l's coordinate: memory order is (d0, c, s...) or (d0, s..., c).
+  CONVPLAN_HD uint32_t logical(int l) const {
+    if (!kLast || l == 0) return mem[l];
+    return l == 1 ? mem[kRank - 1] : mem[l - 1];
+  }
+  CONVPLAN_HD int64_t source(const TransformDesc& t) const {
+    constexpr int kSpatial = kRank - 2;
+    const uint32_t block = t.block_div.divisor;
+    if (t.to_rewritten) {
+      if (logical(0) >= static_cast<uint32_t>(t.a_dims[0])) return -1;
+      uint32_t m = fast_div(t.channel_div, logical(1));
+      const uint32_t c = logical(1) - m * t.channel_div.divisor;
+      int64_t src = static_cast<int64_t>(logical(0)) * t.a_strides[0] + static_cast<int64_t>(c) * t.a_strides[1];
+CONVPLAN_UNROLL
+      for (int d = kSpatial - 1; d >= 0; --d) {
+        const uint32_t q = fast_div(t.block_div, m);
+        const int64_t h = static_cast<int64_t>(logical(2 + d) * block + (m - q * block)) - t.offset[d];
+        m = q;
+        if (h < 0 || h >= t.a_dims[2 + d]) return -1;
+        src += h * t.a_strides[2 + d];
+      }
+      return m != 0 ? -1 : src;
+    }
+    uint32_t m = 0;
+    int64_t src = static_cast<int64_t>(logical(0)) * t.b_strides[0];
+CONVPLAN_UNROLL
+    for (int d = 0; d < kSpatial; ++d) {
+      const uint32_t pos = logical(2 + d) + static_cast<uint32_t>(t.offset[d]);
+      const uint32_t j = fast_div(t.block_div, pos);
+      if (j >= static_cast<uint32_t>(t.b_dims[2 + d])) return -1;
+      m = m * block + (pos - j * block);
+      src += static_cast<int64_t>(j) * t.b_strides[2 + d];
+    }
+    return src + static_cast<int64_t>(m * t.channel_div.divisor + logical(1)) * t.b_strides[1];
+  }
+};
 
 }  // namespace convplan::rewrites

@@ -77,6 +77,39 @@ __global__ void __launch_bounds__(kThreads) scaled_kernel(TransformDesc t, const
   }
 }
 
+// The fast path (FastWalk): V consecutive destination elements per thread, one decomposition.
+template <typename T, int V, int kRank, bool kLast>
+__global__ void __launch_bounds__(kThreads) fast_copy_kernel(TransformDesc t, const T* __restrict__ src,
+                                                             T* __restrict__ dst) {
+  const uint32_t groups = static_cast<uint32_t>(t.dst_elements / V);
+  for (uint32_t g = blockIdx.x * kThreads + threadIdx.x; g < groups; g += gridDim.x * kThreads) {
+    FastWalk<kRank, kLast> walk;
+    walk.start(t, g * V);
+    Vec<T, V> out;
+#pragma unroll
+    for (int i = 0; i < V; ++i) {
+      const int64_t s = walk.source(t);
+      out.v[i] = s < 0 ? T(0) : __ldg(src + s);
+      walk.next(t);
+    }
+    reinterpret_cast<Vec<T, V>*>(dst)[g] = out;
+  }
+}
+
+template <int kRank, bool kLast>
+__global__ void __launch_bounds__(kThreads) fast_scaled_kernel(TransformDesc t, const void* src,
+                                                               void* dst) {
+  const uint32_t n = static_cast<uint32_t>(t.dst_elements);
+  for (uint32_t i = blockIdx.x * kThreads + threadIdx.x; i < n; i += gridDim.x * kThreads) {
+    FastWalk<kRank, kLast> walk;
+    walk.start(t, i);
+    const int64_t s = walk.source(t);
+    double v = s < 0 ? 0.0 : t.alpha * load_as_double(t.elem, src, s);
+    if (t.beta != 0.0) v += t.beta * load_as_double(t.elem, dst, i);
+    store_from_double(t.elem, dst, i, v);
+  }
+}
+
 int64_t blocks_for(int64_t work) {
   const int64_t b = (work + kThreads - 1) / kThreads;
   return b < 1 ? 1 : (b > (int64_t{1} << 20) ? (int64_t{1} << 20) : b);
@@ -120,12 +153,50 @@ int launch_indexed(const TransformDesc& t, const void* src, void* dst, cudaStrea
   }
 }
 
+template <int kRank, bool kLast>
+int launch_fast(const TransformDesc& t, const void* src, void* dst, cudaStream_t stream) {
+  if (t.scaled()) {
+    fast_scaled_kernel<kRank, kLast><<<blocks_for(t.dst_elements), kThreads, 0, stream>>>(t, src, dst);
+    return static_cast<int>(cudaPeekAtLastError());
+  }
+  auto launch = [&](auto tag) {
+    using T = decltype(tag);
+    constexpr int V = 16 / sizeof(T);
+    if (t.dst_elements % V == 0 && reinterpret_cast<uintptr_t>(dst) % 16 == 0) {
+      fast_copy_kernel<T, V, kRank, kLast><<<blocks_for(t.dst_elements / V), kThreads, 0, stream>>>(
+          t, static_cast<const T*>(src), static_cast<T*>(dst));
+    } else {
+      fast_copy_kernel<T, 1, kRank, kLast><<<blocks_for(t.dst_elements), kThreads, 0, stream>>>(
+          t, static_cast<const T*>(src), static_cast<T*>(dst));
+    }
+    return static_cast<int>(cudaPeekAtLastError());
+  };
+  switch (t.elem_bytes) {
+    case 2: return launch(uint16_t{});
+    case 8: return launch(uint64_t{});
+    default: return launch(uint32_t{});
+  }
+}
+
+template <bool kLast>
+int launch_fast_layout(const TransformDesc& t, const void* src, void* dst, cudaStream_t stream) {
+  switch (t.spatial_dims) {
+    case 1: return launch_fast<3, kLast>(t, src, dst, stream);
+    case 2: return launch_fast<4, kLast>(t, src, dst, stream);
+    default: return launch_fast<5, kLast>(t, src, dst, stream);
+  }
+}
+
 }  // namespace
 
-int launch_transform(const TransformDesc& t, const void* src, void* dst, cudaStream_t stream) {
-  if (t.dst_elements == 0) return 0;
-  return fits_32(t) ? launch_indexed<uint32_t>(t, src, dst, stream)
-                    : launch_indexed<int64_t>(t, src, dst, stream);
+int launch_transform(const TransformDesc& desc, const void* src, void* dst, cudaStream_t stream) {
+  if (desc.dst_elements == 0) return 0;
+  if (!fits_32(desc)) return launch_indexed<int64_t>(desc, src, dst, stream);
+  TransformDesc t = desc;
+  prepare_fast(t);
+  const bool last = t.dst_mem_to_logical[t.spatial_dims + 1] == 1 && t.spatial_dims > 0;
+  return last ? launch_fast_layout<true>(t, src, dst, stream)
+              : launch_fast_layout<false>(t, src, dst, stream);
 }
 
 }  // namespace convplan::rewrites

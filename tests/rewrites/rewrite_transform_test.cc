@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "convplan/rewrite.h"
+#include "rewrites/rewrite_internal.h"
 
 namespace convplan {
 namespace {
@@ -79,6 +80,65 @@ TEST_P(TransformTwin, MatchesNaiveLoopsBothWays) {
         held += same ? 1 : 0;
       }
       EXPECT_EQ(static_cast<double>(held), landed) << r.name() << " " << t;
+    }
+  }
+}
+
+// The kernel's fast path (FastWalk: an odometer and division by multiplication) gives the same
+// source as source_offset() for every element, walked as the kernel walks (start, then next).
+template <int kRank, bool kLast>
+void expect_fast_walk_matches(const rewrites::TransformDesc& desc, const std::string& what) {
+  rewrites::TransformDesc t = desc;
+  rewrites::prepare_fast(t);
+  rewrites::FastWalk<kRank, kLast> walk;
+  walk.start(t, 0);
+  int64_t mismatches = 0;
+  for (int64_t i = 0; i < t.dst_elements; ++i) {
+    if (i % 8 == 0) walk.start(t, static_cast<uint32_t>(i));  // a thread's first element
+    mismatches += walk.source(t) != rewrites::source_offset(t, i) ? 1 : 0;
+    walk.next(t);
+  }
+  EXPECT_EQ(mismatches, 0) << what;
+}
+
+template <bool kLast>
+void expect_fast_walk_matches(const rewrites::TransformDesc& t, const std::string& what) {
+  switch (t.spatial_dims) {
+    case 1: return expect_fast_walk_matches<3, kLast>(t, what);
+    case 2: return expect_fast_walk_matches<4, kLast>(t, what);
+    default: return expect_fast_walk_matches<5, kLast>(t, what);
+  }
+}
+
+TEST_P(TransformTwin, KernelFastPathMatchesTheGenericGather) {
+  auto p = parse_problem(GetParam());
+  ASSERT_TRUE(p.ok()) << p.status().to_string();
+  for (const Rewrite& r : applicable_rewrites(*p)) {
+    for (char t : {'x', 'w', 'y'}) {
+      if (!r.transforms(t)) continue;
+      for (bool to : {true, false}) {
+        const rewrites::TransformDesc d = rewrites::transform_desc(r, t, to, 1.0, 0.0);
+        const std::string what = r.name() + " " + t + (to ? " to" : " from");
+        if (p->layout == Layout::kChannelsLast) {
+          expect_fast_walk_matches<true>(d, what);
+        } else {
+          expect_fast_walk_matches<false>(d, what);
+        }
+      }
+    }
+  }
+}
+
+TEST(FastDiv, DividesLikeTheHardware) {
+  std::mt19937_64 rng(5);
+  for (uint32_t d : {1u, 2u, 3u, 5u, 7u, 12u, 48u, 112u, 224u, 1000u, 65537u, 123456789u}) {
+    const rewrites::FastDiv f = rewrites::make_fast_div(d);
+    for (int i = 0; i < 20000; ++i) {
+      const uint32_t n = static_cast<uint32_t>(rng() % (uint64_t{1} << 31));
+      ASSERT_EQ(rewrites::fast_div(f, n), n / d) << n << " / " << d;
+    }
+    for (uint32_t n : {0u, d - 1, d, 2 * d - 1, 0x7fffffffu}) {
+      ASSERT_EQ(rewrites::fast_div(f, n), n / d) << n << " / " << d;
     }
   }
 }

@@ -604,6 +604,9 @@ TEST_F(CliExplain, JsonToStandardOutputHasTheRewrittenDescriptorsAndTheGivenPeak
     auto p = parse_problem(e["problem"].get<std::string>());
     ASSERT_TRUE(p.ok()) << e["problem"];
     EXPECT_EQ(p->output()[0], 250) << e["problem"];
+    EXPECT_GT(e["transform_bytes"].get<double>(), 0.0) << e["name"];
+    EXPECT_GE(e["roofline_floor_with_transforms_ms"].get<double>(),
+              e["roofline_floor_ms"].get<double>()) << e["name"];
   }
   EXPECT_EQ(names, (std::vector<std::string>{"s2d2", "s2d2c4", "s2d2c8", "s2d2c16", "s2d4",
                                              "s2d4c8", "s2d4c16", "c4", "c8", "c16"}));

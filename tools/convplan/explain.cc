@@ -1,6 +1,7 @@
 // `convplan explain`: the problem's figures and its rewrites, as text and JSON.
 #include "explain.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <sstream>
 
@@ -38,6 +39,28 @@ nlohmann::json figures(const ConvProblem& p, const Rates& rates) {
           {"roofline_floor_ms", roofline_floor_ms(p, rates)}};
 }
 
+// The transforms' traffic: each transformed tensor read in one form and written in the other.
+double transform_bytes(const Rewrite& r) {
+  double bytes = 0;
+  for (char t : {'x', 'w', 'y'}) {
+    if (!r.transforms(t)) continue;
+    auto span = [&](const ConvProblem& p) {
+      const TensorShape s = t == 'x' ? p.x_shape() : t == 'w' ? p.w_shape() : p.y_shape();
+      return static_cast<double>(s.span_elements() * size_of(p.data_type));
+    };
+    bytes += span(r.original) + span(r.rewritten);
+  }
+  return bytes;
+}
+
+// The rewritten problem's floor with the transforms' traffic added to its memory side.
+double floor_with_transforms_ms(const Rewrite& r, const Rates& rates) {
+  if (rates.matrix_tflops <= 0 || rates.copy_gbps <= 0) return -1;
+  const double compute_ms = r.rewritten.flops() / (rates.matrix_tflops * 1e12) * 1e3;
+  const double memory_ms = (r.rewritten.min_bytes() + transform_bytes(r)) / (rates.copy_gbps * 1e9) * 1e3;
+  return std::max(compute_ms, memory_ms);
+}
+
 }  // namespace
 
 nlohmann::json explain_json(const ConvProblem& p, const Rates& rates) {
@@ -50,6 +73,8 @@ nlohmann::json explain_json(const ConvProblem& p, const Rates& rates) {
     e["name"] = r.name();
     e["scratch_bytes"] = r.scratch_bytes();
     e["flops_ratio"] = r.rewritten.flops() / p.flops();
+    e["transform_bytes"] = transform_bytes(r);
+    e["roofline_floor_with_transforms_ms"] = floor_with_transforms_ms(r, rates);
     rewrites.push_back(std::move(e));
   }
   j["rewrites"] = std::move(rewrites);
@@ -74,7 +99,9 @@ std::string explain_text(const ConvProblem& p, const Rates& rates) {
     out << "  " << r.name() << "  " << r.rewritten.to_string() << "\n"
         << "    flops x" << fmt(r.rewritten.flops() / p.flops(), "%.3f") << ", scratch "
         << fmt(static_cast<double>(r.scratch_bytes()) / 1e6, "%.3f") << " MB, floor "
-        << fmt(roofline_floor_ms(r.rewritten, rates), "%.4f") << " ms\n";
+        << fmt(roofline_floor_ms(r.rewritten, rates), "%.4f") << " ms, with the transforms' "
+        << fmt(transform_bytes(r) / 1e6, "%.3f") << " MB "
+        << fmt(floor_with_transforms_ms(r, rates), "%.4f") << " ms\n";
   }
   return out.str();
 }
