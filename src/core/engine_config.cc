@@ -87,8 +87,10 @@ StatusOr<EngineConfig> EngineConfig::parse(std::string_view full) {
   if (const size_t plus = full.find('+'); plus != std::string_view::npos) {
     rewrite = std::string(full.substr(0, plus));
     if (!is_rewrite_name(rewrite)) {
-      return config_error(full, "rewrite '" + rewrite +
-                                    "' before '+' must be lower-case letters and digits (e.g. s2d2)");
+      std::string what = "rewrite ";
+      what += detail::quoted(rewrite);
+      what += " before '+' must be lower-case letters and digits (e.g. s2d2)";
+      return config_error(full, what);
     }
     text = full.substr(plus + 1);
   }
