@@ -21,6 +21,7 @@
 
 #include "convplan/cudnn_backend.h"
 #include "convplan/problem.h"
+#include "convplan/tune_policy.h"
 #include "convplan/tuning_db.h"
 #include "convplan/tuning_record.h"
 
