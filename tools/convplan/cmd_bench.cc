@@ -273,8 +273,8 @@ RateTable measure_rates(Session& session, const BenchOptions& o, const std::vect
     if (table.rates.count(key) > 0) continue;
     StatusOr<Rates> got = rate_source.rates_for(session, r.layer.problem);
     if (!got.ok()) {
-      std::cerr << "convplan: warning: no roofline for " << to_string(key.first) << ": "
-                << got.status().to_string() << "\n";
+      warn(std::string("no roofline for ") + to_string(key.first) + ": " +
+           got.status().to_string());
       continue;
     }
     table.rates.emplace(key, *got);

@@ -62,7 +62,7 @@ std::optional<int> measure(Session& session, const ConvProblem& problem, const R
   RateSource rate_source(o.timing.peak_tflops, o.timing.peak_gbps);
   r.rates = rate_source.rates_for(session, problem);
   if (!r.rates.ok()) {
-    std::cerr << "convplan: warning: no roofline: " << r.rates.status().to_string() << "\n";
+    warn("no roofline: " + r.rates.status().to_string());
   }
   const double median = r.m.time.median_ms;
   r.tflops = median > 0 ? problem.flops() / (median * 1e9) : -1;

@@ -12,6 +12,7 @@
 #include <random>
 #include <sstream>
 
+#include "commands.h"
 #include "convplan/reference.h"
 #include "convplan/rewrite.h"
 #include "convplan/tuning_record.h"
@@ -115,12 +116,11 @@ StatusOr<std::unique_ptr<Session>> Session::open(const SessionOptions& options) 
       s->db_path_ = options.db_path;
       const DbOpenReport& r = s->db_->report();
       if (!r.moved_aside.empty()) {
-        std::cerr << "convplan: warning: the tuning database was damaged (" << r.reason
-                  << "); moved aside to " << r.moved_aside << "\n";
+        warn("the tuning database was damaged (" + r.reason + "); moved aside to " +
+             r.moved_aside);
       }
     } else {
-      std::cerr << "convplan: warning: tuning database '" << options.db_path
-                << "' not used: " << db.status().to_string() << "\n";
+      warn("tuning database '" + options.db_path + "' not used: " + db.status().to_string());
     }
   }
   PlanCacheOptions cache_options;
