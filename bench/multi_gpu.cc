@@ -101,10 +101,10 @@ std::vector<unsigned char> host_values(DataType t, int64_t elements, uint64_t se
 
 HostTensors make_host_tensors(const ConvProblem& p, uint64_t index) {
   HostTensors h;
-  const char out = p.output_tensor();
-  if (out != 'x') h.x = host_values(p.data_type, p.x_shape().span_elements(), 3 * index + 1);
-  if (out != 'w') h.w = host_values(p.data_type, p.w_shape().span_elements(), 3 * index + 2);
-  if (out != 'y') h.y = host_values(p.data_type, p.y_shape().span_elements(), 3 * index + 3);
+  const TensorRole out = p.output_tensor();
+  if (out != TensorRole::kX) h.x = host_values(p.data_type, p.x_shape().span_elements(), 3 * index + 1);
+  if (out != TensorRole::kW) h.w = host_values(p.data_type, p.w_shape().span_elements(), 3 * index + 2);
+  if (out != TensorRole::kY) h.y = host_values(p.data_type, p.y_shape().span_elements(), 3 * index + 3);
   return h;
 }
 
@@ -116,7 +116,7 @@ Status cuda_status(cudaError_t e, const char* what) {
 struct Tensors {
   DeviceBuffer x, w, y;
   TensorPointers pointers() const { return {x.get(), w.get(), y.get()}; }
-  const DeviceBuffer& output(char which) const { return which == 'x' ? x : which == 'w' ? w : y; }
+  const DeviceBuffer& output(TensorRole which) const { return by_role(which, x, w, y); }
 };
 
 // Device buffers on the allocator's GPU: the inputs uploaded, the output zeroed.
@@ -145,7 +145,7 @@ StatusOr<Tensors> upload(DeviceAllocator& allocator, const ConvProblem& p, const
 // The output against the float64 reference at kSamples elements; true when within tolerance.
 StatusOr<bool> check(const ConvProblem& p, const HostTensors& h, const Tensors& t, NoteSet notes,
                      std::mt19937_64& rng, std::vector<unsigned char>& readback) {
-  const char which = p.output_tensor();
+  const TensorRole which = p.output_tensor();
   const DeviceBuffer& out = t.output(which);
   readback.resize(out.size());
   CONVPLAN_RETURN_IF_ERROR(
@@ -158,8 +158,8 @@ StatusOr<bool> check(const ConvProblem& p, const HostTensors& h, const Tensors& 
   for (int64_t& o : offsets) o = pick(rng);
   std::vector<double> expected;
   CONVPLAN_RETURN_IF_ERROR(reference_convolution_at(
-      p, which == 'x' ? readback.data() : h.x.data(), which == 'w' ? readback.data() : h.w.data(),
-      which == 'y' ? readback.data() : h.y.data(), offsets, expected));
+      p, which == TensorRole::kX ? readback.data() : h.x.data(), which == TensorRole::kW ? readback.data() : h.w.data(),
+      which == TensorRole::kY ? readback.data() : h.y.data(), offsets, expected));
   std::vector<double> got(offsets.size());
   for (size_t i = 0; i < offsets.size(); ++i) {
     from_data_type(p.data_type, readback.data() + offsets[i] * elem, &got[i], 1);

@@ -60,6 +60,17 @@ struct PlanCacheOptions {
 
 class PlanCache;
 
+// Where acquire() found the plan it returned: what this call did, whatever other threads do.
+enum class AcquireOutcome {
+  kHit,          // the handle's plan was cached
+  kClone,        // built for the handle from a record held in memory
+  kJsonClone,    // the same, re-created from the record's serialized plan
+  kDatabaseHit,  // the record came from the database; the plan was built from it
+  kTuned,        // this call tuned the problem
+  kWaited,       // another call was loading or tuning it; this one waited, then built its plan
+};
+const char* to_string(AcquireOutcome outcome);  // "hit", "clone", "json_clone", "database", ...
+
 // A pinned plan: while it lives the plan is not evicted. Move-only; use from one thread.
 class PlanRef {
  public:
@@ -92,9 +103,11 @@ class PlanCache {
   PlanCache& operator=(const PlanCache&) = delete;
 
   // The plan for exactly `handle`, pinned. REQUIRES: problem.validate().ok() (else an error).
-  StatusOr<PlanRef> acquire(cudnnHandle_t handle, const ConvProblem& problem);
+  // When `outcome` is given, it says on success how this call got the plan.
   StatusOr<PlanRef> acquire(cudnnHandle_t handle, const ConvProblem& problem,
-                            const TunePolicy& policy);
+                            AcquireOutcome* outcome = nullptr);
+  StatusOr<PlanRef> acquire(cudnnHandle_t handle, const ConvProblem& problem,
+                            const TunePolicy& policy, AcquireOutcome* outcome = nullptr);
 
   // acquire + execute on the handle's stream. Workspace comes from `allocator` when given (it
   // must be stream-ordered: the block is handed back right after the launch, before the kernel

@@ -29,6 +29,9 @@ enum class DataType { kFloat, kHalf, kBFloat16, kDouble };
 // kChannelsFirst: NCHW-style packed; kChannelsLast: NHWC-style packed (filters KRSC);
 // kExplicit: the strides in x_strides, w_strides and y_strides (elements, logical order).
 enum class Layout { kChannelsFirst, kChannelsLast, kExplicit };
+// The three logical tensors (see above). The values are the tensors' order wherever the three
+// are listed together (TensorPointers, reference_convolution's arguments): x, w, y.
+enum class TensorRole { kX = 0, kW = 1, kY = 2 };
 
 inline constexpr int kMaxSpatialDims = 3;
 inline constexpr int kMaxTensorRank = kMaxSpatialDims + 2;
@@ -43,6 +46,12 @@ using TensorStrides = std::array<int64_t, kMaxTensorRank>;
 const char* to_string(Direction d);
 const char* to_string(DataType t);
 const char* to_string(Layout l);
+const char* to_string(TensorRole r);  // "x", "w", "y"
+// The one of (x, w, y) that `role` names, e.g. by_role(p.output_tensor(), dx, dw, dy).
+template <typename T>
+T& by_role(TensorRole role, T& x, T& w, T& y) {
+  return role == TensorRole::kX ? x : role == TensorRole::kW ? w : y;
+}
 StatusOr<Direction> parse_direction(std::string_view s);
 StatusOr<DataType> parse_data_type(std::string_view s);
 StatusOr<Layout> parse_layout(std::string_view s);
@@ -94,8 +103,10 @@ struct ConvProblem {
   TensorShape x_shape() const;
   TensorShape w_shape() const;
   TensorShape y_shape() const;
-  // Which logical tensor the direction writes: 'x', 'w' or 'y'.
-  char output_tensor() const;
+  // Which logical tensor the direction writes.
+  TensorRole output_tensor() const;
+  // The shape of `role`'s tensor: x_shape(), w_shape() or y_shape().
+  TensorShape shape_of(TensorRole role) const;
   // Multiply-adds times two, as for the forward direction (the same count for all three).
   double flops() const;
   // Each tensor read once and the output written once (read too when beta != 0), in bytes.

@@ -11,8 +11,10 @@
 #include <string_view>
 #include <vector>
 
+#include "convplan/device.h"
 #include "convplan/engine_config.h"
 #include "convplan/problem.h"
+#include "convplan/record_key.h"
 #include "convplan/status.h"
 
 namespace convplan {
@@ -97,5 +99,9 @@ struct TunePolicy {
   std::string key() const;
   bool operator==(const TunePolicy&) const = default;
 };
+
+// The key of `problem` tuned on `device` under `policy` by this library.
+RecordKey record_key(const DeviceInfo& device, const ConvProblem& problem,
+                     const TunePolicy& policy);
 
 }  // namespace convplan

@@ -10,8 +10,8 @@
 #include "convplan/device.h"
 #include "convplan/engine_config.h"
 #include "convplan/problem.h"
+#include "convplan/record_key.h"
 #include "convplan/status.h"
-#include "convplan/tune_policy.h"
 
 namespace convplan {
 
@@ -31,11 +31,12 @@ struct CandidateResult {
 };
 
 struct TuningRecord {
-  // The key parts: everything that can change the answer.
+  // The key parts (a RecordKey in text, as stored): everything that can change the answer.
   std::string device_model;      // DeviceInfo::model_key()
   std::string problem;           // ConvProblem::to_string()
   std::string policy;            // TunePolicy::key()
   std::string convplan_version;  // the library that tuned it
+  int tuner_format = 1;          // kTunerFormatVersion of the tuner that wrote it
   // The answer.
   EngineConfig config;
   NoteSet notes = 0;
@@ -46,16 +47,14 @@ struct TuningRecord {
   double tuning_ms = 0;          // how long the tune took
   std::vector<CandidateResult> candidates;  // may be empty
 
-  // device_model + '|' + problem + '|' + policy + '|' + convplan_version.
+  // record_key_text() of the key parts: RecordKey::to_string() of the key it was tuned under.
   std::string key() const;
+  // Sets the key parts from `key`.
+  void set_key(const RecordKey& key);
+  // The key parts as a RecordKey; fails (naming the part) when the problem does not parse.
+  StatusOr<RecordKey> record_key() const;
   bool operator==(const TuningRecord&) const = default;
 };
-
-// The version string of this library, e.g. "0.1.0".
-const char* convplan_version();
-
-std::string record_key(const DeviceInfo& device, const ConvProblem& problem,
-                       const TunePolicy& policy);
 
 // JSON (nlohmann-json inside; nothing of it in this header). from_json names the field at fault.
 std::string to_json(const TuningRecord& record);

@@ -11,7 +11,8 @@
 //                    in it, 1 per PlanRef. Whoever drops the last reference deletes it, so an
 //                    evicted or forgotten plan that a PlanRef still pins lives on until the PlanRef
 //                    dies, and so does the backend (each entry holds it).
-//   records_         record key -> RecordSlot: the single-flight placeholder and then the record.
+//   records_         record key (RecordKey::to_string()) -> record, made once per key by a
+//                    SingleFlight (single_flight.h): the first misser loads or tunes, the others wait.
 //
 // The hit path: shared lock of a shard, an exchange on the handle's in_use flag, shared lock of the
 // handle's map, a lookup with a cheap hash, one increment of the entry's count, relaxed stores of
@@ -25,8 +26,9 @@
 // insertions the order is unspecified (ordering them exactly would need a shared counter written
 // by every hit of every thread).
 //
-// Lock order: removal_mu_ -> a shard's mu -> a handle's mu. records_mu_ and a slot's mu are
-// never held while taking another lock. Every removal of an entry from a handle's map holds
+// Lock order: removal_mu_ -> a shard's mu -> a handle's mu. The locks inside records_ and
+// policy_mu_ are never held while taking another lock. Which lock guards what is written as
+// GUARDED_BY and checked by clang's -Wthread-safety (scripts/thread-safety). Every removal of an entry from a handle's map holds
 // removal_mu_, so the evictor's pointers from its scan stay valid until it has finished.
 #include "convplan/plan_cache.h"
 
@@ -35,13 +37,10 @@
 #include <atomic>
 #include <charconv>
 #include <chrono>
-#include <condition_variable>
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <locale>
-#include <mutex>
-#include <shared_mutex>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -50,6 +49,9 @@
 #include <vector>
 
 #include "cache/plan_key.h"
+#include "cache/single_flight.h"
+#include "convplan/log.h"
+#include "core/mutex.h"
 
 namespace convplan {
 
@@ -57,6 +59,7 @@ using cache_detail::PlanKey;
 using cache_detail::PlanKeyEqual;
 using cache_detail::PlanKeyHash;
 using cache_detail::PlanKeyView;
+using cache_detail::FlightOutcome;
 
 // A cached plan. Defined here; PlanRef only holds a pointer.
 struct PlanRef::Pin {
@@ -161,13 +164,16 @@ class PlanCache::Impl {
         default_policy_(std::move(policy)),
         default_policy_key_(default_policy_.key()),
         capacity_(capacity) {
+    MutexLock lock(policy_mu_);
     policy_ids_.emplace(default_policy_key_, 0);  // id 0: the default policy's key
   }
 
   ~Impl() {
     // Threads may no longer call in; PlanRefs may still pin entries (they outlive this).
     for (HandleShard& shard : shards_) {
+      WriterLock shard_lock(shard.mu);  // uncontended: for the analysis
       for (auto& [handle, state] : shard.states) {
+        WriterLock lock(state->mu);
         for (auto& [key, entry] : state->plans) entry->unref();
         state->plans.clear();
         state->arena.reset();
@@ -178,7 +184,7 @@ class PlanCache::Impl {
   Status execute(cudnnHandle_t handle, const ConvProblem& problem, const TensorPointers& tensors,
                  const TunePolicy* policy, DeviceAllocator* allocator);
   StatusOr<PlanRef> acquire(cudnnHandle_t handle, const ConvProblem& problem,
-                            const TunePolicy* policy);
+                            const TunePolicy* policy, AcquireOutcome* outcome);
   void forget_handle(cudnnHandle_t handle);
   std::optional<TuningRecord> find_record(cudnnHandle_t handle, const ConvProblem& problem,
                                           const TunePolicy& policy);
@@ -208,23 +214,13 @@ class PlanCache::Impl {
     DeviceBuffer arena;
     std::vector<std::pair<TunePolicy, uint32_t>> policies;  // explicit policies met -> id
     std::atomic<uint64_t> hits{0};  // written only by the in_use holder; read by stats()
-    mutable std::shared_mutex mu;
-    std::unordered_map<PlanKey, Entry*, PlanKeyHash, PlanKeyEqual> plans;  // GUARDED_BY(mu)
+    mutable SharedMutex mu;
+    std::unordered_map<PlanKey, Entry*, PlanKeyHash, PlanKeyEqual> plans GUARDED_BY(mu);
   };
 
   struct alignas(64) HandleShard {
-    mutable std::shared_mutex mu;
-    std::unordered_map<cudnnHandle_t, std::shared_ptr<HandleState>> states;  // GUARDED_BY(mu)
-  };
-
-  // A record key's single-flight placeholder, then its record.
-  struct RecordSlot {
-    enum class State { kPending, kReady, kFailed };
-    std::mutex mu;
-    std::condition_variable ready;
-    State state = State::kPending;                // GUARDED_BY(mu)
-    std::shared_ptr<const TuningRecord> record;   // GUARDED_BY(mu); immutable once set
-    Status error;                                 // GUARDED_BY(mu)
+    mutable SharedMutex mu;
+    std::unordered_map<cudnnHandle_t, std::shared_ptr<HandleState>> states GUARDED_BY(mu);
   };
 
   // Releases the in_use flag of a claimed handle.
@@ -255,18 +251,21 @@ class PlanCache::Impl {
   uint32_t resolve_policy(HandleState& state, const TunePolicy& policy);
   uint32_t intern_policy(const TunePolicy& policy);
   Status get_plan(HandleState& state, const ConvProblem& problem, uint32_t policy_id,
-                  const TunePolicy& policy, DeviceAllocator* allocator, PlanRef* out);
+                  const TunePolicy& policy, DeviceAllocator* allocator, PlanRef* out,
+                  AcquireOutcome* outcome);
   Status miss(HandleState& state, const ConvProblem& problem, uint32_t policy_id,
-              const TunePolicy& policy, DeviceAllocator* allocator, PlanRef* out);
+              const TunePolicy& policy, DeviceAllocator* allocator, PlanRef* out,
+              AcquireOutcome* outcome);
   StatusOr<std::shared_ptr<const TuningRecord>> find_or_make_record(
-      HandleState& state, const TuningRecord& key_parts, const ConvProblem& problem,
-      const TunePolicy& policy, DeviceAllocator* allocator, std::unique_ptr<Plan>* plan);
-  StatusOr<TuningRecord> load_or_tune(HandleState& state, const TuningRecord& key_parts,
-                                      const std::string& key, const ConvProblem& problem,
-                                      const TunePolicy& policy, DeviceAllocator* allocator,
-                                      std::unique_ptr<Plan>* plan);
+      HandleState& state, const RecordKey& key, const ConvProblem& problem,
+      const TunePolicy& policy, DeviceAllocator* allocator, std::unique_ptr<Plan>* plan,
+      AcquireOutcome* outcome);
+  StatusOr<TuningRecord> load_or_tune(HandleState& state, const RecordKey& key,
+                                      const std::string& key_text, const TunePolicy& policy,
+                                      DeviceAllocator* allocator, std::unique_ptr<Plan>* plan,
+                                      AcquireOutcome* outcome);
   StatusOr<std::unique_ptr<Plan>> clone_plan(cudnnHandle_t handle, const ConvProblem& problem,
-                                             const TuningRecord& record);
+                                             const TuningRecord& record, bool* from_json);
   Status keep(HandleState& state, PlanKey key, std::unique_ptr<Plan> plan, PlanRef* out);
   void drop(HandleState& state, Entry* entry);
   void evict_over_capacity();
@@ -283,13 +282,12 @@ class PlanCache::Impl {
 
   std::array<HandleShard, kHandleShards> shards_;
 
-  std::mutex records_mu_;
-  std::unordered_map<std::string, std::shared_ptr<RecordSlot>> records_;  // GUARDED_BY(records_mu_)
+  cache_detail::SingleFlight<std::string, TuningRecord> records_;  // by RecordKey text
 
-  std::mutex policy_mu_;
-  std::unordered_map<std::string, uint32_t> policy_ids_;  // GUARDED_BY(policy_mu_)
+  Mutex policy_mu_;
+  std::unordered_map<std::string, uint32_t> policy_ids_ GUARDED_BY(policy_mu_);
 
-  std::mutex removal_mu_;  // serializes removals of entries from handles' maps (see the top)
+  Mutex removal_mu_;  // serializes removals of entries from handles' maps (see the top)
 
   std::atomic<uint64_t> tick_{1};  // advanced by each insertion; read by hits
   std::atomic<size_t> plan_count_{0};
@@ -312,7 +310,7 @@ Status PlanCache::Impl::claim(cudnnHandle_t handle, HandleState** out) {
   if (handle == nullptr) return invalid_argument("handle is null");
   HandleShard& shard = shard_of(handle);
   {
-    std::shared_lock<std::shared_mutex> lock(shard.mu);
+    ReaderLock lock(shard.mu);
     auto it = shard.states.find(handle);
     if (it != shard.states.end()) {
       HandleState* state = it->second.get();
@@ -330,7 +328,7 @@ Status PlanCache::Impl::claim_new(cudnnHandle_t handle, HandleState** out) {
   if (!device.ok()) return device.status().with_context("device of handle " + handle_text(handle));
   auto fresh = std::make_shared<HandleState>(handle, std::move(device).value());
   HandleShard& shard = shard_of(handle);
-  std::unique_lock<std::shared_mutex> lock(shard.mu);
+  WriterLock lock(shard.mu);
   HandleState* state = shard.states.try_emplace(handle, std::move(fresh)).first->second.get();
   if (state->in_use.exchange(1, std::memory_order_acquire) != 0) return busy_error(handle);
   *out = state;
@@ -350,16 +348,17 @@ uint32_t PlanCache::Impl::resolve_policy(HandleState& state, const TunePolicy& p
 
 uint32_t PlanCache::Impl::intern_policy(const TunePolicy& policy) {
   std::string key = policy.key();
-  std::lock_guard<std::mutex> lock(policy_mu_);
+  MutexLock lock(policy_mu_);
   const uint32_t next = static_cast<uint32_t>(policy_ids_.size());
   return policy_ids_.try_emplace(std::move(key), next).first->second;
 }
 
 Status PlanCache::Impl::get_plan(HandleState& state, const ConvProblem& problem,
                                  uint32_t policy_id, const TunePolicy& policy,
-                                 DeviceAllocator* allocator, PlanRef* out) {
+                                 DeviceAllocator* allocator, PlanRef* out,
+                                 AcquireOutcome* outcome) {
   {
-    std::shared_lock<std::shared_mutex> lock(state.mu);
+    ReaderLock lock(state.mu);
     auto it = state.plans.find(PlanKeyView{&problem, policy_id});
     if (it != state.plans.end()) {
       Entry* entry = it->second;
@@ -368,117 +367,94 @@ Status PlanCache::Impl::get_plan(HandleState& state, const ConvProblem& problem,
       lock.unlock();
       state.hits.store(state.hits.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
       *out = PlanRef(entry->plan.get(), entry, nullptr);
+      if (outcome != nullptr) *outcome = AcquireOutcome::kHit;
       return ok_status();
     }
   }
-  return miss(state, problem, policy_id, policy, allocator, out);
+  return miss(state, problem, policy_id, policy, allocator, out, outcome);
 }
 
 Status PlanCache::Impl::miss(HandleState& state, const ConvProblem& problem, uint32_t policy_id,
-                             const TunePolicy& policy, DeviceAllocator* allocator, PlanRef* out) {
+                             const TunePolicy& policy, DeviceAllocator* allocator, PlanRef* out,
+                             AcquireOutcome* outcome) {
   CONVPLAN_RETURN_IF_ERROR(problem.validate());
   misses_.fetch_add(1, std::memory_order_relaxed);
   // The record key, as record_key() makes it, from the parts known already.
-  TuningRecord key_parts;
-  key_parts.device_model = state.model_key;
-  key_parts.problem = problem.to_string();
-  key_parts.policy = policy_id == 0 ? default_policy_key_ : policy.key();
-  key_parts.convplan_version = convplan_version();
+  RecordKey key;
+  key.device_model = state.model_key;
+  key.problem = problem;
+  key.policy = policy_id == 0 ? default_policy_key_ : policy.key();
   std::unique_ptr<Plan> plan;
+  AcquireOutcome how = AcquireOutcome::kClone;
   StatusOr<std::shared_ptr<const TuningRecord>> record =
-      find_or_make_record(state, key_parts, problem, policy, allocator, &plan);
+      find_or_make_record(state, key, problem, policy, allocator, &plan, &how);
   if (!record.ok()) return record.status();
   if (plan == nullptr) {
-    CONVPLAN_ASSIGN_OR_RETURN(plan, clone_plan(state.handle, problem, **record));
+    bool from_json = false;
+    CONVPLAN_ASSIGN_OR_RETURN(plan, clone_plan(state.handle, problem, **record, &from_json));
+    if (how == AcquireOutcome::kClone && from_json) how = AcquireOutcome::kJsonClone;
   }
+  if (outcome != nullptr) *outcome = how;
   return keep(state, PlanKey{problem, policy_id}, std::move(plan), out);
 }
 
+// On return *outcome is kTuned or kDatabaseHit when this call made the record (and *plan holds
+// the handle's plan), kWaited when it waited for another call to make it, else kClone.
 StatusOr<std::shared_ptr<const TuningRecord>> PlanCache::Impl::find_or_make_record(
-    HandleState& state, const TuningRecord& key_parts, const ConvProblem& problem,
-    const TunePolicy& policy, DeviceAllocator* allocator, std::unique_ptr<Plan>* plan) {
-  const std::string key = key_parts.key();
-  std::shared_ptr<RecordSlot> slot;
-  bool leader = false;
-  {
-    std::lock_guard<std::mutex> lock(records_mu_);
-    std::shared_ptr<RecordSlot>& found = records_[key];
-    if (found == nullptr) {
-      found = std::make_shared<RecordSlot>();
-      leader = true;
-    }
-    slot = found;
-  }
+    HandleState& state, const RecordKey& key, const ConvProblem& problem,
+    const TunePolicy& policy, DeviceAllocator* allocator, std::unique_ptr<Plan>* plan,
+    AcquireOutcome* outcome) {
+  const std::string key_text = key.to_string();
+  FlightOutcome flight = FlightOutcome::kFound;
+  // The leader loads or tunes outside every lock but the handle's claim; the others wait.
+  StatusOr<std::shared_ptr<const TuningRecord>> record = records_.get_or_create(
+      key_text,
+      [&] { return load_or_tune(state, key, key_text, policy, allocator, plan, outcome); },
+      &flight);
+  if (!record.ok()) return record.status();  // the waiters share the leader's failure
+  if (flight == FlightOutcome::kWaited) *outcome = AcquireOutcome::kWaited;
+  if (flight != FlightOutcome::kCreated) return record;
 
-  if (!leader) {  // tuned already, or being tuned by another thread: wait for it
-    std::unique_lock<std::mutex> lock(slot->mu);
-    slot->ready.wait(lock, [&] { return slot->state != RecordSlot::State::kPending; });
-    if (slot->state == RecordSlot::State::kReady) return slot->record;
-    return slot->error;  // the waiters share the leader's failure; the next caller tries again
-  }
-
-  // The leader: load or tune outside every lock but the handle's claim.
-  StatusOr<TuningRecord> made =
-      load_or_tune(state, key_parts, key, problem, policy, allocator, plan);
-  if (!made.ok()) {
-    {
-      std::lock_guard<std::mutex> lock(records_mu_);
-      auto it = records_.find(key);
-      if (it != records_.end() && it->second == slot) records_.erase(it);
-    }
-    {
-      std::lock_guard<std::mutex> lock(slot->mu);
-      slot->state = RecordSlot::State::kFailed;
-      slot->error = made.status();
-    }
-    slot->ready.notify_all();
-    return made.status();
-  }
-  auto record = std::make_shared<const TuningRecord>(std::move(made).value());
-  {
-    std::lock_guard<std::mutex> lock(slot->mu);
-    slot->record = record;
-    slot->state = RecordSlot::State::kReady;
-  }
-  slot->ready.notify_all();
   record_count_.fetch_add(1, std::memory_order_relaxed);
-
   if (*plan == nullptr) {
     // Tuned here: this handle's plan is built from the chosen configuration (not a clone).
-    StatusOr<std::unique_ptr<Plan>> built = backend_->build(state.handle, problem, record->config);
+    StatusOr<std::unique_ptr<Plan>> built =
+        backend_->build(state.handle, problem, (*record)->config);
     if (!built.ok()) {
       failures_.fetch_add(1, std::memory_order_relaxed);
-      return built.status().with_context("building the tuned " + record->config.to_string() +
-                                         " for " + record->problem);
+      return built.status().with_context("building the tuned " + (*record)->config.to_string() +
+                                         " for " + (*record)->problem);
     }
     *plan = std::move(built).value();
   }
   return record;
 }
 
-StatusOr<TuningRecord> PlanCache::Impl::load_or_tune(HandleState& state,
-                                                     const TuningRecord& key_parts,
-                                                     const std::string& key,
-                                                     const ConvProblem& problem,
+StatusOr<TuningRecord> PlanCache::Impl::load_or_tune(HandleState& state, const RecordKey& key,
+                                                     const std::string& key_text,
                                                      const TunePolicy& policy,
                                                      DeviceAllocator* allocator,
-                                                     std::unique_ptr<Plan>* plan) {
+                                                     std::unique_ptr<Plan>* plan,
+                                                     AcquireOutcome* outcome) {
   if (database_ != nullptr) {
-    StatusOr<TuningRecord> stored = database_->find(key);
+    StatusOr<TuningRecord> stored = database_->find(key_text);
     if (stored.ok()) {
-      StatusOr<std::unique_ptr<Plan>> built = clone_plan(state.handle, problem, *stored);
+      bool from_json = false;
+      StatusOr<std::unique_ptr<Plan>> built =
+          clone_plan(state.handle, key.problem, *stored, &from_json);
       if (built.ok()) {
         db_hits_.fetch_add(1, std::memory_order_relaxed);
         *plan = std::move(built).value();
+        *outcome = AcquireOutcome::kDatabaseHit;
         return stored;
       }
       // The stored record no longer builds here (another cuDNN, a damaged plan): it is erased
       // and the problem tuned again.
-      Status erased = database_->erase(key);
-      if (policy.verbose > 0 || !erased.ok()) {
-        std::fprintf(stderr, "convplan: discarding the stored record '%s': %s%s%s\n", key.c_str(),
-                     built.status().to_string().c_str(), erased.ok() ? "" : "; erasing it: ",
-                     erased.ok() ? "" : erased.to_string().c_str());
+      Status erased = database_->erase(key_text);
+      if (!erased.ok() || (policy.verbose > 0 && log_enabled(LogLevel::kInfo))) {
+        log(erased.ok() ? LogLevel::kInfo : LogLevel::kWarning,
+            "discarding the stored record '" + key_text + "': " + built.status().to_string() +
+                (erased.ok() ? "" : "; erasing it: " + erased.to_string()));
       }
     }
     // kNotFound, or a damaged row (the database reports and skips it): tune.
@@ -486,25 +462,22 @@ StatusOr<TuningRecord> PlanCache::Impl::load_or_tune(HandleState& state,
 
   tunes_.fetch_add(1, std::memory_order_relaxed);
   const auto start = std::chrono::steady_clock::now();
-  StatusOr<TuningRecord> tuned = tuner_.tune(state.handle, problem, policy, allocator);
+  StatusOr<TuningRecord> tuned = tuner_.tune(state.handle, key.problem, policy, allocator);
   tune_ns_.fetch_add(elapsed_ns(start), std::memory_order_relaxed);
   if (!tuned.ok()) {
     failures_.fetch_add(1, std::memory_order_relaxed);
     return tuned.status();
   }
+  *outcome = AcquireOutcome::kTuned;
   TuningRecord record = std::move(tuned).value();
   // The cache owns the key: the record is found under it here and in the database.
-  record.device_model = key_parts.device_model;
-  record.problem = key_parts.problem;
-  record.policy = key_parts.policy;
-  record.convplan_version = key_parts.convplan_version;
+  record.set_key(key);
   if (database_ != nullptr) {
     Status put = database_->put(record);
     if (!put.ok() && !db_write_failure_reported_.exchange(true)) {
-      std::fprintf(stderr,
-                   "convplan: could not write a tuning record to the database (tuning goes on; "
-                   "further write failures are not reported): %s\n",
-                   put.to_string().c_str());
+      log(LogLevel::kWarning,
+          "could not write a tuning record to the database (tuning goes on; further write "
+          "failures are not reported): " + put.to_string());
     }
   }
   return record;
@@ -512,16 +485,18 @@ StatusOr<TuningRecord> PlanCache::Impl::load_or_tune(HandleState& state,
 
 StatusOr<std::unique_ptr<Plan>> PlanCache::Impl::clone_plan(cudnnHandle_t handle,
                                                             const ConvProblem& problem,
-                                                            const TuningRecord& record) {
+                                                            const TuningRecord& record,
+                                                            bool* from_json) {
   const auto start = std::chrono::steady_clock::now();
   if (!record.plan_json.empty()) {
-    StatusOr<std::unique_ptr<Plan>> from_json =
+    StatusOr<std::unique_ptr<Plan>> rebuilt =
         backend_->build_from_json(handle, problem, record.plan_json);
-    if (from_json.ok()) {
+    if (rebuilt.ok()) {
       clone_ns_.fetch_add(elapsed_ns(start), std::memory_order_relaxed);
       clones_.fetch_add(1, std::memory_order_relaxed);
       json_clones_.fetch_add(1, std::memory_order_relaxed);
-      return from_json;
+      *from_json = true;
+      return rebuilt;
     }
     // Fall back to building the configuration (a JSON from another cuDNN, say).
   }
@@ -533,6 +508,7 @@ StatusOr<std::unique_ptr<Plan>> PlanCache::Impl::clone_plan(cudnnHandle_t handle
                                        record.problem + " on handle " + handle_text(handle));
   }
   clones_.fetch_add(1, std::memory_order_relaxed);
+  *from_json = false;
   return built;
 }
 
@@ -548,7 +524,7 @@ Status PlanCache::Impl::keep(HandleState& state, PlanKey key, std::unique_ptr<Pl
   entry->last_used.store(tick_.fetch_add(1, std::memory_order_relaxed), std::memory_order_relaxed);
   bool inserted;
   {
-    std::unique_lock<std::shared_mutex> lock(state.mu);
+    WriterLock lock(state.mu);
     inserted = state.plans.try_emplace(entry->key, entry).second;
     // Only the handle's claim holder inserts, and it found no entry: inserted is true. Were it
     // not, the caller's PlanRef would own the entry alone.
@@ -566,8 +542,8 @@ Status PlanCache::Impl::keep(HandleState& state, PlanKey key, std::unique_ptr<Pl
 void PlanCache::Impl::drop(HandleState& state, Entry* entry) {
   bool removed = false;
   {
-    std::lock_guard<std::mutex> removal(removal_mu_);
-    std::unique_lock<std::shared_mutex> lock(state.mu);
+    MutexLock removal(removal_mu_);
+    WriterLock lock(state.mu);
     auto it = state.plans.find(entry->key);
     if (it != state.plans.end() && it->second == entry) {
       state.plans.erase(it);
@@ -585,7 +561,7 @@ std::vector<std::shared_ptr<PlanCache::Impl::HandleState>> PlanCache::Impl::snap
     const {
   std::vector<std::shared_ptr<HandleState>> states;
   for (const HandleShard& shard : shards_) {
-    std::shared_lock<std::shared_mutex> lock(shard.mu);
+    ReaderLock lock(shard.mu);
     for (const auto& [handle, state] : shard.states) states.push_back(state);
   }
   return states;
@@ -597,7 +573,7 @@ void PlanCache::Impl::evict_over_capacity() {
   }
   std::vector<Entry*> evicted;
   {
-    std::lock_guard<std::mutex> removal(removal_mu_);
+    MutexLock removal(removal_mu_);
     const size_t capacity = capacity_.load(std::memory_order_relaxed);
     const size_t count = plan_count_.load(std::memory_order_relaxed);
     if (count <= capacity) return;
@@ -611,7 +587,7 @@ void PlanCache::Impl::evict_over_capacity() {
     const std::vector<std::shared_ptr<HandleState>> states = snapshot_states();
     std::vector<Candidate> candidates;
     for (const std::shared_ptr<HandleState>& state : states) {
-      std::shared_lock<std::shared_mutex> lock(state->mu);
+      ReaderLock lock(state->mu);
       for (const auto& [key, entry] : state->plans) {
         if (entry->refs.load(std::memory_order_acquire) == 1) {
           candidates.push_back({entry->last_used.load(std::memory_order_relaxed), state.get(), entry});
@@ -631,7 +607,7 @@ void PlanCache::Impl::evict_over_capacity() {
         sorted = candidates.size();
       }
       const Candidate& c = candidates[i];
-      std::unique_lock<std::shared_mutex> lock(c.state->mu);
+      WriterLock lock(c.state->mu);
       if (c.entry->refs.load(std::memory_order_acquire) != 1) continue;  // pinned meanwhile
       if (c.entry->last_used.load(std::memory_order_relaxed) != c.stamp) continue;  // used since
       c.state->plans.erase(c.entry->key);
@@ -649,8 +625,8 @@ void PlanCache::Impl::evict_over_capacity() {
 void PlanCache::Impl::release_plans(HandleState& state) {
   std::vector<Entry*> entries;
   {
-    std::lock_guard<std::mutex> removal(removal_mu_);
-    std::unique_lock<std::shared_mutex> lock(state.mu);
+    MutexLock removal(removal_mu_);
+    WriterLock lock(state.mu);
     for (auto& [key, entry] : state.plans) entries.push_back(entry);
     state.plans.clear();
   }
@@ -671,7 +647,7 @@ Status PlanCache::Impl::execute(cudnnHandle_t handle, const ConvProblem& problem
   PlanRef ref;
   CONVPLAN_RETURN_IF_ERROR(get_plan(*state, problem, policy_id,
                                     policy != nullptr ? *policy : default_policy_, allocator,
-                                    &ref));
+                                    &ref, nullptr));
   Plan& plan = ref.plan();
 
   void* workspace = nullptr;
@@ -702,14 +678,15 @@ Status PlanCache::Impl::execute(cudnnHandle_t handle, const ConvProblem& problem
 }
 
 StatusOr<PlanRef> PlanCache::Impl::acquire(cudnnHandle_t handle, const ConvProblem& problem,
-                                           const TunePolicy* policy) {
+                                           const TunePolicy* policy, AcquireOutcome* outcome) {
   HandleState* state;
   CONVPLAN_RETURN_IF_ERROR(claim(handle, &state));
   Claim claimed(state);
   const uint32_t policy_id = policy != nullptr ? resolve_policy(*state, *policy) : 0;
   PlanRef ref;
   CONVPLAN_RETURN_IF_ERROR(get_plan(*state, problem, policy_id,
-                                    policy != nullptr ? *policy : default_policy_, nullptr, &ref));
+                                    policy != nullptr ? *policy : default_policy_, nullptr, &ref,
+                                    outcome));
   return ref;
 }
 
@@ -717,7 +694,7 @@ void PlanCache::Impl::forget_handle(cudnnHandle_t handle) {
   std::shared_ptr<HandleState> state;
   {
     HandleShard& shard = shard_of(handle);
-    std::unique_lock<std::shared_mutex> lock(shard.mu);
+    WriterLock lock(shard.mu);
     auto it = shard.states.find(handle);
     if (it == shard.states.end()) return;
     state = std::move(it->second);
@@ -739,40 +716,30 @@ std::optional<TuningRecord> PlanCache::Impl::find_record(cudnnHandle_t handle,
   std::optional<std::string> model_key;
   {
     HandleShard& shard = shard_of(handle);
-    std::shared_lock<std::shared_mutex> lock(shard.mu);
+    ReaderLock lock(shard.mu);
     auto it = shard.states.find(handle);
     if (it != shard.states.end()) model_key = it->second->model_key;
   }
-  std::string key;
+  RecordKey key;
   if (model_key.has_value()) {
-    TuningRecord parts;
-    parts.device_model = *model_key;
-    parts.problem = problem.to_string();
-    parts.policy = policy.key();
-    parts.convplan_version = convplan_version();
-    key = parts.key();
+    key.device_model = *model_key;
+    key.problem = problem;
+    key.policy = policy.key();
   } else {
     StatusOr<DeviceInfo> device = backend_->device_of(handle);
     if (!device.ok()) return std::nullopt;
     key = record_key(*device, problem, policy);
   }
-  std::shared_ptr<RecordSlot> slot;
-  {
-    std::lock_guard<std::mutex> lock(records_mu_);
-    auto it = records_.find(key);
-    if (it == records_.end()) return std::nullopt;
-    slot = it->second;
-  }
-  std::lock_guard<std::mutex> lock(slot->mu);
-  if (slot->state != RecordSlot::State::kReady) return std::nullopt;
-  return *slot->record;
+  std::shared_ptr<const TuningRecord> record = records_.find(key.to_string());
+  if (record == nullptr) return std::nullopt;
+  return *record;
 }
 
 CacheStats PlanCache::Impl::stats() const {
   CacheStats s;
   s.hits = retired_hits_.load(std::memory_order_relaxed);
   for (const HandleShard& shard : shards_) {
-    std::shared_lock<std::shared_mutex> lock(shard.mu);
+    ReaderLock lock(shard.mu);
     for (const auto& [handle, state] : shard.states) {
       s.hits += state->hits.load(std::memory_order_relaxed);
     }
@@ -825,13 +792,26 @@ StatusOr<std::unique_ptr<PlanCache>> PlanCache::create(PlanCacheOptions options)
 PlanCache::PlanCache(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 PlanCache::~PlanCache() = default;
 
-StatusOr<PlanRef> PlanCache::acquire(cudnnHandle_t handle, const ConvProblem& problem) {
-  return impl_->acquire(handle, problem, nullptr);
+StatusOr<PlanRef> PlanCache::acquire(cudnnHandle_t handle, const ConvProblem& problem,
+                                     AcquireOutcome* outcome) {
+  return impl_->acquire(handle, problem, nullptr, outcome);
 }
 
 StatusOr<PlanRef> PlanCache::acquire(cudnnHandle_t handle, const ConvProblem& problem,
-                                     const TunePolicy& policy) {
-  return impl_->acquire(handle, problem, &policy);
+                                     const TunePolicy& policy, AcquireOutcome* outcome) {
+  return impl_->acquire(handle, problem, &policy, outcome);
+}
+
+const char* to_string(AcquireOutcome outcome) {
+  switch (outcome) {
+    case AcquireOutcome::kHit: return "hit";
+    case AcquireOutcome::kClone: return "clone";
+    case AcquireOutcome::kJsonClone: return "json_clone";
+    case AcquireOutcome::kDatabaseHit: return "database";
+    case AcquireOutcome::kTuned: return "tuned";
+    case AcquireOutcome::kWaited: return "waited";
+  }
+  return "?";
 }
 
 Status PlanCache::execute(cudnnHandle_t handle, const ConvProblem& problem,

@@ -58,6 +58,15 @@ const char* to_string(DataType t) {
   return "?";
 }
 
+const char* to_string(TensorRole r) {
+  switch (r) {
+    case TensorRole::kX: return "x";
+    case TensorRole::kW: return "w";
+    case TensorRole::kY: return "y";
+  }
+  return "?";
+}
+
 const char* to_string(Layout l) {
   switch (l) {
     case Layout::kChannelsFirst: return "nchw";
@@ -120,13 +129,22 @@ TensorShape ConvProblem::w_shape() const {
 }
 TensorShape ConvProblem::y_shape() const { return make_shape(*this, n, k, output(), y_strides); }
 
-char ConvProblem::output_tensor() const {
+TensorRole ConvProblem::output_tensor() const {
   switch (direction) {
-    case Direction::kForward: return 'y';
-    case Direction::kBackwardData: return 'x';
-    case Direction::kBackwardFilter: return 'w';
+    case Direction::kForward: return TensorRole::kY;
+    case Direction::kBackwardData: return TensorRole::kX;
+    case Direction::kBackwardFilter: return TensorRole::kW;
   }
-  return 'y';
+  return TensorRole::kY;
+}
+
+TensorShape ConvProblem::shape_of(TensorRole role) const {
+  switch (role) {
+    case TensorRole::kX: return x_shape();
+    case TensorRole::kW: return w_shape();
+    case TensorRole::kY: return y_shape();
+  }
+  return y_shape();
 }
 
 double ConvProblem::flops() const {
@@ -141,7 +159,7 @@ double ConvProblem::min_bytes() const {
   const double xs = static_cast<double>(x_shape().elements());
   const double ws = static_cast<double>(w_shape().elements());
   const double ys = static_cast<double>(y_shape().elements());
-  const double out = output_tensor() == 'x' ? xs : output_tensor() == 'w' ? ws : ys;
+  const double out = by_role(output_tensor(), xs, ws, ys);
   return e * (xs + ws + ys + (beta != 0.0 ? out : 0.0));
 }
 

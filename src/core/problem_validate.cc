@@ -170,13 +170,13 @@ using detail::kMaxTensorElements;
 
 // The tensor's logical dimensions, computed without overflow (sizes saturate at 2^100 and are
 // only used once each has been checked against the element limit).
-TensorStrides logical_dims(const ConvProblem& p, char tensor, const SpatialDims& out) {
+TensorStrides logical_dims(const ConvProblem& p, TensorRole tensor, const SpatialDims& out) {
   TensorStrides dims{};
   const int64_t cpg = p.c / p.groups;
-  dims[0] = tensor == 'w' ? p.k : p.n;
-  dims[1] = tensor == 'x' ? p.c : tensor == 'w' ? cpg : p.k;
+  dims[0] = tensor == TensorRole::kW ? p.k : p.n;
+  dims[1] = by_role(tensor, p.c, cpg, p.k);
   for (int d = 0; d < p.spatial_dims; ++d) {
-    dims[2 + d] = tensor == 'x' ? p.input[d] : tensor == 'w' ? p.filter[d] : out[d];
+    dims[2 + d] = by_role(tensor, p.input[d], p.filter[d], out[d]);
   }
   return dims;
 }
@@ -267,9 +267,9 @@ Status ConvProblem::validate() const {
   }
 
   const int rank = spatial_dims + 2;
-  const TensorStrides xd = logical_dims(*this, 'x', out);
-  const TensorStrides wd = logical_dims(*this, 'w', out);
-  const TensorStrides yd = logical_dims(*this, 'y', out);
+  const TensorStrides xd = logical_dims(*this, TensorRole::kX, out);
+  const TensorStrides wd = logical_dims(*this, TensorRole::kW, out);
+  const TensorStrides yd = logical_dims(*this, TensorRole::kY, out);
   CONVPLAN_RETURN_IF_ERROR(check_element_count("x", xd, rank));
   CONVPLAN_RETURN_IF_ERROR(check_element_count("w", wd, rank));
   CONVPLAN_RETURN_IF_ERROR(check_element_count("y", yd, rank));

@@ -16,7 +16,7 @@
 // and is checked against them on reading. A non-finite number (a NaN relative error, say) is
 // written as the string "nan", "inf" or "-inf", since JSON has no such numbers.
 // Required on reading: the four key fields, config, notes, time_ms, workspace_bytes and
-// tuned_at_unix. plan_json, tuning_ms and candidates may be absent (empty, 0, none).
+// tuned_at_unix. plan_json, tuning_ms, candidates and tuner_format may be absent (empty, 0, none, 1).
 #include "convplan/tuning_record.h"
 
 #include <cmath>
@@ -27,40 +27,30 @@
 
 #include <nlohmann/json.hpp>
 
-#ifndef CONVPLAN_VERSION_STRING
-#error "CONVPLAN_VERSION_STRING must be defined by the build"
-#endif
-
 namespace convplan {
 
-std::string DeviceInfo::model_key() const {
-  return name + "|sm" + std::to_string(cc_major) + std::to_string(cc_minor) + "|sms" +
-         std::to_string(sm_count) + "|cudnn" + std::to_string(cudnn_version);
-}
-
 std::string TuningRecord::key() const {
-  std::string k;
-  k.reserve(device_model.size() + problem.size() + policy.size() + convplan_version.size() + 3);
-  k += device_model;
-  k += '|';
-  k += problem;
-  k += '|';
-  k += policy;
-  k += '|';
-  k += convplan_version;
-  return k;
+  return record_key_text(device_model, problem, policy, convplan_version, tuner_format);
 }
 
-const char* convplan_version() { return CONVPLAN_VERSION_STRING; }
+void TuningRecord::set_key(const RecordKey& key) {
+  device_model = key.device_model;
+  problem = key.problem.to_string();
+  policy = key.policy;
+  convplan_version = key.library_version;
+  tuner_format = key.tuner_format;
+}
 
-std::string record_key(const DeviceInfo& device, const ConvProblem& problem,
-                       const TunePolicy& policy) {
-  TuningRecord parts;
-  parts.device_model = device.model_key();
-  parts.problem = problem.to_string();
-  parts.policy = policy.key();
-  parts.convplan_version = convplan_version();
-  return parts.key();
+StatusOr<RecordKey> TuningRecord::record_key() const {
+  StatusOr<ConvProblem> parsed = parse_problem(problem);
+  if (!parsed.ok()) return parsed.status().with_context("tuning record: problem");
+  RecordKey key;
+  key.device_model = device_model;
+  key.problem = *parsed;
+  key.policy = policy;
+  key.library_version = convplan_version;
+  key.tuner_format = tuner_format;
+  return key;
 }
 
 namespace {
@@ -261,6 +251,9 @@ StatusOr<TuningRecord> record_from_json_value(const Json& j) {
   CONVPLAN_RETURN_IF_ERROR(read_key_part(j, "problem", &r.problem));
   CONVPLAN_RETURN_IF_ERROR(read_key_part(j, "policy", &r.policy));
   CONVPLAN_RETURN_IF_ERROR(read_key_part(j, "convplan_version", &r.convplan_version));
+  CONVPLAN_RETURN_IF_ERROR(read_optional(j, "", "tuner_format", &r.tuner_format, read_int));
+  if (r.tuner_format < 1)
+    return field_error("tuner_format", "=" + std::to_string(r.tuner_format) + " must be >= 1");
   CONVPLAN_RETURN_IF_ERROR(read_required(j, "", "config", &r.config, read_config));
   CONVPLAN_RETURN_IF_ERROR(read_required(j, "", "notes", &r.notes, read_notes));
   CONVPLAN_RETURN_IF_ERROR(read_required(j, "", "time_ms", &r.time_ms, read_double));
@@ -300,6 +293,8 @@ std::string to_json(const TuningRecord& record) {
               {"candidates", std::move(candidates)}};
     // Invalid UTF-8 in a string is replaced (U+FFFD) rather than thrown on: this function cannot
     // fail, and a record whose key changes that way is refused by TuningDatabase::put.
+    // Written only when not 1, so that format-1 records stay byte for byte as before.
+    if (record.tuner_format != 1) j["tuner_format"] = record.tuner_format;
     return j.dump(-1, ' ', false, Json::error_handler_t::replace);
   } catch (const std::exception&) {
     // Only allocation failure can reach here; an empty string never parses as a record.

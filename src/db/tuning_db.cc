@@ -41,14 +41,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "convplan/log.h"
 #include "db/db_files.h"
+#include "core/mutex.h"
 #include "db/sqlite_handle.h"
-
-#if defined(__clang__)
-#define CONVPLAN_DB_GUARDED_BY(x) __attribute__((guarded_by(x)))
-#else
-#define CONVPLAN_DB_GUARDED_BY(x)
-#endif
 
 namespace convplan {
 namespace {
@@ -97,9 +93,7 @@ constexpr const char kUpsertSql[] =
     "record_json = excluded.record_json, checksum = excluded.checksum";
 constexpr const char kEraseSql[] = "DELETE FROM records WHERE key = ?1";
 
-void warn(const std::string& message) {
-  std::fprintf(stderr, "convplan: %s\n", message.c_str());
-}
+void warn(const std::string& message) { log(LogLevel::kWarning, message); }
 
 std::string checksum_of(std::string_view text) {
   uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a, 64 bits
@@ -110,20 +104,6 @@ std::string checksum_of(std::string_view text) {
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
   return std::string("fnv1a64:") + hex;
-}
-
-// The cuDNN version in a DeviceInfo::model_key() ("...|cudnn91900"), if it has one.
-std::optional<int64_t> cudnn_version_of(std::string_view device_model) {
-  size_t pos = device_model.rfind("|cudnn");
-  if (pos == std::string_view::npos) return std::nullopt;
-  std::string_view digits = device_model.substr(pos + 6);
-  if (digits.empty() || digits.size() > 12) return std::nullopt;
-  int64_t v = 0;
-  for (char c : digits) {
-    if (c < '0' || c > '9') return std::nullopt;
-    v = v * 10 + (c - '0');
-  }
-  return v;
 }
 
 // One row of the records table as read.
@@ -164,7 +144,7 @@ StatusOr<TuningRecord> decode_row(const Row& row) {
   const TuningRecord& r = *parsed;
   if (r.key() != row.key) return bad("the record inside has the key '" + r.key() + "'");
   if (r.device_model != row.device_model) return bad("device_model column differs from the record");
-  if (cudnn_version_of(r.device_model) != row.cudnn_version)
+  if (cudnn_version_of_model(r.device_model) != row.cudnn_version)
     return bad("cudnn_version column differs from the record's device_model");
   if (r.convplan_version != row.convplan_version)
     return bad("convplan_version column differs from the record");
@@ -234,17 +214,18 @@ class SqliteTuningDatabase final : public TuningDatabase {
 
   // Opens the connection on path_ and says what the file holds. A non-ok Status is a failure
   // that moving the file aside would not mend (permissions, I/O).
-  StatusOr<Check> open_and_check();
-  Status configure_journal(const std::string& network_fs);
-  Status create_schema();
-  int prepare_statements();
-  void close_connection();
+  // The opening functions run before the object is shared, under mu_ all the same.
+  StatusOr<Check> open_and_check() REQUIRES(mu_);
+  Status configure_journal(const std::string& network_fs) REQUIRES(mu_);
+  Status create_schema() REQUIRES(mu_);
+  int prepare_statements() REQUIRES(mu_);
+  void close_connection() REQUIRES(mu_);
 
-  Status error(int rc, const std::string& what) const {
+  Status error(int rc, const std::string& what) const REQUIRES(mu_) {
     return sqlite_status(db_.get(), rc, "tuning database " + label() + ": " + what);
   }
   // SQLite's name for `rc`, and its message for the last call when that says more.
-  std::string describe(int rc) const {
+  std::string describe(int rc) const REQUIRES(mu_) {
     std::string text = sqlite3_errstr(rc);
     std::string last = db_.last_message();
     if (last != text && last != "not an error") text += ": " + last;
@@ -254,26 +235,26 @@ class SqliteTuningDatabase final : public TuningDatabase {
 
   // Runs `body` (which returns a SQLite result code and may be run again) in one BEGIN
   // IMMEDIATE transaction, retrying while the database stays busy.
-  // REQUIRES: mu_ held.
   template <typename Body>
-  Status write_transaction(const std::string& what, Body&& body);
+  Status write_transaction(const std::string& what, Body&& body) REQUIRES(mu_);
   // Inserts or replaces `record` (already serialized as `json`). With keep_existing, an intact
-  // row under the same key is kept and *written is false. REQUIRES: mu_ held, in a transaction.
-  int upsert(const TuningRecord& record, const std::string& json, bool keep_existing, bool* written);
-  // Reads every row of `stmt` (a kListSql-shaped query). REQUIRES: mu_ held.
-  int read_rows(SqliteStatement& stmt, std::vector<Row>* rows);
+  // row under the same key is kept and *written is false. In a transaction.
+  int upsert(const TuningRecord& record, const std::string& json, bool keep_existing,
+             bool* written) REQUIRES(mu_);
+  // Reads every row of `stmt` (a kListSql-shaped query).
+  int read_rows(SqliteStatement& stmt, std::vector<Row>* rows) REQUIRES(mu_);
 
   std::string path_;  // "" for in-memory; immutable after open
   DbOpenReport report_;
   std::atomic<int64_t> skipped_{0};
 
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   // Declared before the statements so that they are finalized first.
-  SqliteConnection db_ CONVPLAN_DB_GUARDED_BY(mu_);
-  SqliteStatement find_ CONVPLAN_DB_GUARDED_BY(mu_);
-  SqliteStatement list_ CONVPLAN_DB_GUARDED_BY(mu_);
-  SqliteStatement upsert_ CONVPLAN_DB_GUARDED_BY(mu_);
-  SqliteStatement erase_ CONVPLAN_DB_GUARDED_BY(mu_);
+  SqliteConnection db_ GUARDED_BY(mu_);
+  SqliteStatement find_ GUARDED_BY(mu_);
+  SqliteStatement list_ GUARDED_BY(mu_);
+  SqliteStatement upsert_ GUARDED_BY(mu_);
+  SqliteStatement erase_ GUARDED_BY(mu_);
 };
 
 void SqliteTuningDatabase::close_connection() {
@@ -443,6 +424,7 @@ Status SqliteTuningDatabase::create_schema() {
 
 StatusOr<std::unique_ptr<TuningDatabase>> SqliteTuningDatabase::open_memory() {
   auto self = std::make_unique<SqliteTuningDatabase>();
+  MutexLock opening(self->mu_);  // not shared yet: for the analysis
   std::string message;
   int rc = self->db_.open(":memory:", SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
                           &message);
@@ -456,6 +438,7 @@ StatusOr<std::unique_ptr<TuningDatabase>> SqliteTuningDatabase::open_memory() {
 
 StatusOr<std::unique_ptr<TuningDatabase>> SqliteTuningDatabase::open_file(const std::string& path) {
   auto self = std::make_unique<SqliteTuningDatabase>();
+  MutexLock opening(self->mu_);  // not shared yet: for the analysis
   self->path_ = path;
   self->report_.path = path;
   CONVPLAN_RETURN_IF_ERROR(detail::make_private_folders(path));
@@ -524,7 +507,7 @@ int SqliteTuningDatabase::upsert(const TuningRecord& record, const std::string& 
   StatementRun run(upsert_);
   upsert_.bind_text(1, key);
   upsert_.bind_text(2, record.device_model);
-  if (std::optional<int64_t> v = cudnn_version_of(record.device_model)) {
+  if (std::optional<int64_t> v = cudnn_version_of_model(record.device_model)) {
     upsert_.bind_int64(3, *v);
   } else {
     upsert_.bind_null(3);
@@ -550,7 +533,7 @@ int SqliteTuningDatabase::read_rows(SqliteStatement& stmt, std::vector<Row>* row
 }
 
 StatusOr<TuningRecord> SqliteTuningDatabase::find(const std::string& key) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   for (int attempt = 0;; ++attempt) {
     StatementRun run(find_);
     find_.bind_text(1, key);
@@ -571,16 +554,16 @@ StatusOr<TuningRecord> SqliteTuningDatabase::find(const std::string& key) {
 Status SqliteTuningDatabase::put(const TuningRecord& record) {
   std::string json;
   CONVPLAN_RETURN_IF_ERROR(storable_json(record, &json));
-  std::lock_guard<std::mutex> lock(mu_);
-  return write_transaction("put '" + record.key() + "'", [&] {
+  MutexLock lock(mu_);
+  return write_transaction("put '" + record.key() + "'", [&]() REQUIRES(mu_) {
     bool written = false;
     return upsert(record, json, /*keep_existing=*/false, &written);
   });
 }
 
 Status SqliteTuningDatabase::erase(const std::string& key) {
-  std::lock_guard<std::mutex> lock(mu_);
-  return write_transaction("erase '" + key + "'", [&] {
+  MutexLock lock(mu_);
+  return write_transaction("erase '" + key + "'", [&]() REQUIRES(mu_) {
     StatementRun run(erase_);
     erase_.bind_text(1, key);
     int rc = erase_.step();
@@ -591,7 +574,7 @@ Status SqliteTuningDatabase::erase(const std::string& key) {
 StatusOr<std::vector<TuningRecord>> SqliteTuningDatabase::list(int64_t* skipped) {
   std::vector<Row> rows;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     for (int attempt = 0;; ++attempt) {
       int rc = read_rows(list_, &rows);
       if (rc == SQLITE_OK) break;
@@ -616,7 +599,7 @@ StatusOr<std::vector<TuningRecord>> SqliteTuningDatabase::list(int64_t* skipped)
 
 StatusOr<DbVerifyReport> SqliteTuningDatabase::verify() {
   DbVerifyReport report;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   {
     SqliteStatement check;
     int rc = db_.prepare("PRAGMA integrity_check(100)", &check);
@@ -661,12 +644,12 @@ StatusOr<int64_t> SqliteTuningDatabase::prune(const PruneFilter& filter) {
   if (filter.older_than_unix) sql += " AND tuned_at < ?1";
   if (filter.device_model) sql += " AND device_model = ?2";
   if (filter.cudnn_version) sql += " AND cudnn_version = ?3";
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   SqliteStatement stmt;
   int rc = db_.prepare(sql, &stmt);
   if (rc != SQLITE_OK) return error(rc, "prune");
   int64_t removed = 0;
-  CONVPLAN_RETURN_IF_ERROR(write_transaction("prune", [&] {
+  CONVPLAN_RETURN_IF_ERROR(write_transaction("prune", [&]() REQUIRES(mu_) {
     StatementRun run(stmt);
     if (filter.older_than_unix) stmt.bind_int64(1, *filter.older_than_unix);
     if (filter.device_model) stmt.bind_text(2, *filter.device_model);
@@ -736,8 +719,8 @@ StatusOr<int64_t> SqliteTuningDatabase::import_json(std::string_view json, bool 
   skipped_.fetch_add(bad, std::memory_order_relaxed);
 
   int64_t written_count = 0;
-  std::lock_guard<std::mutex> lock(mu_);
-  CONVPLAN_RETURN_IF_ERROR(write_transaction("import", [&] {
+  MutexLock lock(mu_);
+  CONVPLAN_RETURN_IF_ERROR(write_transaction("import", [&]() REQUIRES(mu_) {
     written_count = 0;  // the body may be run again after a busy rollback
     for (const Item& item : items) {
       bool written = false;

@@ -112,9 +112,9 @@ Status reference_convolution(const ConvProblem& p, std::vector<double>& x, std::
   const Indexer xi = indexer(xs), wi = indexer(ws), yi = indexer(ys);
 
   // The written tensor's accumulator, in its own layout (so strided gaps stay untouched).
-  const char out = p.output_tensor();
-  const TensorShape& os = out == 'x' ? xs : out == 'w' ? ws : ys;
-  std::vector<double>& ov = out == 'x' ? x : out == 'w' ? w : y;
+  const TensorRole out = p.output_tensor();
+  const TensorShape& os = by_role(out, xs, ws, ys);
+  std::vector<double>& ov = by_role(out, x, w, y);
   std::vector<double> acc(static_cast<size_t>(os.span_elements()), 0.0);
 
   const int64_t cg = p.c / p.groups, kg = p.k / p.groups;
@@ -149,9 +149,9 @@ Status reference_convolution(const ConvProblem& p, std::vector<double>& x, std::
                       const int64_t x_off = xi(n, g * cg + cc, ipos);
                       const int64_t w_off = wi(kc, cc, fpos);
                       switch (out) {
-                        case 'y': acc[y_off] += x[x_off] * w[w_off]; break;
-                        case 'x': acc[x_off] += y[y_off] * w[w_off]; break;
-                        default: acc[w_off] += x[x_off] * y[y_off]; break;
+                        case TensorRole::kY: acc[y_off] += x[x_off] * w[w_off]; break;
+                        case TensorRole::kX: acc[x_off] += y[y_off] * w[w_off]; break;
+                        case TensorRole::kW: acc[w_off] += x[x_off] * y[y_off]; break;
                       }
                     }
                   }
@@ -304,9 +304,9 @@ Status reference_convolution_at(const ConvProblem& p, const void* x, const void*
   const TensorShape xs = p.x_shape(), ws = p.w_shape(), ys = p.y_shape();
   const Indexer xi = indexer(xs), wi = indexer(ws), yi = indexer(ys);
   const DataType t = p.data_type;
-  const char which = p.output_tensor();
-  const TensorShape& os = which == 'x' ? xs : which == 'w' ? ws : ys;
-  const void* old_base = which == 'x' ? x : which == 'w' ? w : y;
+  const TensorRole which = p.output_tensor();
+  const TensorShape& os = by_role(which, xs, ws, ys);
+  const void* old_base = by_role(which, x, w, y);
   const int64_t cg = p.c / p.groups, kg = p.k / p.groups;
   const SpatialDims o = p.output();
   const int sd = p.spatial_dims;
@@ -321,12 +321,12 @@ Status reference_convolution_at(const ConvProblem& p, const void* x, const void*
     int64_t idx[kMaxTensorRank] = {0, 0, 0, 0, 0};
     if (offsets[e] < 0 || offsets[e] >= os.span_elements() || !unravel(os, offsets[e], idx)) {
       return invalid_argument("offset " + std::to_string(offsets[e]) + " is not an element of " +
-                              std::string(1, which));
+                              to_string(which));
     }
     const int64_t* sp = idx + 2;
     double acc = 0;
     int64_t f[3], q[3], i[3];
-    if (which == 'y') {  // y[n, kc, o] = sum x[n, g*cg+cc, o*s-p+f*d] w[kc, cc, f]
+    if (which == TensorRole::kY) {  // y[n, kc, o] = sum x[n, g*cg+cc, o*s-p+f*d] w[kc, cc, f]
       const int64_t n = idx[0], kc = idx[1], g = kc / kg;
       for (f[0] = 0; f[0] < fd[0]; ++f[0])
         for (f[1] = 0; f[1] < fd[1]; ++f[1])
@@ -340,7 +340,7 @@ Status reference_convolution_at(const ConvProblem& p, const void* x, const void*
             for (int64_t cc = 0; cc < cg; ++cc)
               acc += load(t, x, xi(n, g * cg + cc, i)) * load(t, w, wi(kc, cc, f));
           }
-    } else if (which == 'x') {  // dx[n, c, i] = sum over f, kk with o*s = i+p-f*d
+    } else if (which == TensorRole::kX) {  // dx[n, c, i] = sum over f, kk with o*s = i+p-f*d
       const int64_t n = idx[0], ch = idx[1], g = ch / cg, cc = ch % cg;
       for (f[0] = 0; f[0] < fd[0]; ++f[0])
         for (f[1] = 0; f[1] < fd[1]; ++f[1])

@@ -129,7 +129,7 @@ StatusOr<Rewrite> make_rewrite(const ConvProblem& p, const RewriteSpec& spec) {
   r.rewritten = q;
   if (!r.transforms('x') && !r.transforms('w') && !r.transforms('y')) return no("changes nothing");
   // The output written by the inner plan: the user's (alpha, beta kept) or scratch (1, 0).
-  const char out = p.output_tensor();
+  const char out = to_string(p.output_tensor())[0];  // TODO(issue 15): TensorRole here too
   if (r.transforms(out)) {
     r.rewritten.alpha = 1.0;
     r.rewritten.beta = 0.0;

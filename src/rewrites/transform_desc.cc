@@ -63,7 +63,7 @@ TransformDesc transform_desc(const Rewrite& r, char tensor, bool to_rewritten, d
 
 std::vector<Step> pre_steps(const Rewrite& r) {
   std::vector<Step> steps;
-  const char out = r.original.output_tensor();
+  const char out = to_string(r.original.output_tensor())[0];  // TODO(issue 15): TensorRole here too
   for (char t : {'x', 'w', 'y'}) {
     if (t != out && r.transforms(t)) steps.push_back({t, true});
   }
@@ -71,7 +71,7 @@ std::vector<Step> pre_steps(const Rewrite& r) {
 }
 
 std::vector<Step> post_steps(const Rewrite& r) {
-  const char out = r.original.output_tensor();
+  const char out = to_string(r.original.output_tensor())[0];  // TODO(issue 15): TensorRole here too
   if (!r.transforms(out)) return {};
   return {{out, false}};
 }

@@ -492,6 +492,15 @@ StatusOr<TunePolicy> TunePolicy::from_environment(const TunePolicy& base) {
   return p;
 }
 
+RecordKey record_key(const DeviceInfo& device, const ConvProblem& problem,
+                     const TunePolicy& policy) {
+  RecordKey key;
+  key.device_model = device.model_key();
+  key.problem = problem;
+  key.policy = policy.key();
+  return key;
+}
+
 std::string TunePolicy::key() const {
   // Rules are a set: sorted and deduplicated text, so "7;5" and "5;7;5" give one key.
   auto rules_key = [](const std::vector<EngineRule>& rules) {

@@ -32,6 +32,7 @@
 #include <utility>
 #include <vector>
 
+#include "convplan/log.h"
 #include "convplan/reference.h"
 #include "core/tensor_offsets.h"
 
@@ -263,7 +264,7 @@ class TuneRun {
 
  private:
   struct Tensor {
-    char name;  // 'x', 'w' or 'y'
+    TensorRole name;
     TensorShape shape;
     size_t payload_bytes = 0;
     GuardedBuffer buffer;
@@ -285,14 +286,11 @@ class TuneRun {
   StatusOr<std::string> broken_guard();  // "" when every guard is intact
   // "" when the output is right, else the rejection, and its label through `label`.
   StatusOr<std::string> check_output(NoteSet notes, double& relative_error, std::string& label);
-  Tensor& output() { return tensors_[problem_.output_tensor() == 'x' ? 0 : problem_.output_tensor() == 'w' ? 1 : 2]; }
+  Tensor& output() { return tensors_[static_cast<size_t>(problem_.output_tensor())]; }
   TensorPointers pointers() const {
     return {tensors_[0].buffer.payload(), tensors_[1].buffer.payload(), tensors_[2].buffer.payload()};
   }
-  void say(const std::string& line) const {
-    const std::string text = "convplan tune: " + line + "\n";
-    std::fputs(text.c_str(), stderr);
-  }
+  void say(const std::string& line) const { log(LogLevel::kInfo, "tune: " + line); }
   bool needs_execution() const {
     return policy_.validate || policy_.mode != TuneMode::kHeuristic;
   }
@@ -458,9 +456,9 @@ Status TuneRun::prepare_buffers() {
   for (size_t i = 0; i < kGuardBytes; ++i) guard_image_[i] = guard_byte(i);
 
   const TensorShape shapes[3] = {problem_.x_shape(), problem_.w_shape(), problem_.y_shape()};
-  const char names[3] = {'x', 'w', 'y'};
+  const TensorRole names[3] = {TensorRole::kX, TensorRole::kW, TensorRole::kY};
   const int64_t elem = size_of(problem_.data_type);
-  const char out = problem_.output_tensor();
+  const TensorRole out = problem_.output_tensor();
   for (int t = 0; t < 3; ++t) {
     Tensor& tensor = tensors_[t];
     tensor.name = names[t];
@@ -468,7 +466,7 @@ Status TuneRun::prepare_buffers() {
     tensor.payload_bytes = static_cast<size_t>(shapes[t].span_elements() * elem);
     Status s = tensor.buffer.allocate(allocator_, tensor.payload_bytes);
     if (!s.ok()) {
-      return s.with_context(std::string("tuning buffer for ") + names[t] + " of " +
+      return s.with_context(std::string("tuning buffer for ") + to_string(names[t]) + " of " +
                             problem_.to_string());
     }
     tensor.image.assign(tensor.payload_bytes + 2 * kGuardBytes, 0);
@@ -526,8 +524,7 @@ Status TuneRun::compute_reference() {
     }
     Status s = reference_convolution(problem_, host[0], host[1], host[2]);
     if (!s.ok()) return s.with_context("reference for " + problem_.to_string());
-    const std::vector<double>& ov = host[problem_.output_tensor() == 'x' ? 0
-                                         : problem_.output_tensor() == 'w' ? 1 : 2];
+    const std::vector<double>& ov = host[static_cast<size_t>(problem_.output_tensor())];
     reference_values_.clear();
     reference_values_.reserve(check_offsets_.size());
     for (int64_t off : check_offsets_) reference_values_.push_back(ov[static_cast<size_t>(off)]);
@@ -582,7 +579,7 @@ Status TuneRun::compute_reference() {
 }
 
 Status TuneRun::upload_buffers() {
-  const char out = problem_.output_tensor();
+  const TensorRole out = problem_.output_tensor();
   for (Tensor& t : tensors_) {
     if (!inputs_dirty_ && t.name != out) continue;
     if (t.name == out && problem_.beta == 0.0) {  // the poison set on the device, guards copied
@@ -621,9 +618,9 @@ StatusOr<std::string> TuneRun::broken_guard() {
   };
   for (const Tensor& t : tensors_) {
     CONVPLAN_ASSIGN_OR_RETURN(bool before, intact(t.buffer.base()));
-    if (!before) return std::string("guard bytes before ") + t.name + " overwritten";
+    if (!before) return std::string("guard bytes before ") + to_string(t.name) + " overwritten";
     CONVPLAN_ASSIGN_OR_RETURN(bool after, intact(t.buffer.base() + kGuardBytes + t.payload_bytes));
-    if (!after) return std::string("guard bytes after ") + t.name + " overwritten";
+    if (!after) return std::string("guard bytes after ") + to_string(t.name) + " overwritten";
   }
   CONVPLAN_ASSIGN_OR_RETURN(bool before, intact(workspace_.base()));
   if (!before) return std::string("guard bytes before the workspace overwritten");
@@ -650,7 +647,7 @@ StatusOr<std::string> TuneRun::check_output(NoteSet notes, double& relative_erro
                            check_offsets_, bytes.data()));
   if (nan_offset >= 0) {
     label = "rejected: output not written (NaN)";
-    return "rejected: output element " + std::to_string(nan_offset) + " of " + out.name +
+    return "rejected: output element " + std::to_string(nan_offset) + " of " + to_string(out.name) +
            " is NaN (not written)";
   }
   std::vector<double> got(check_offsets_.size());
@@ -871,10 +868,7 @@ StatusOr<TuningRecord> TuneRun::run() {
   if (chosen == nullptr) return internal_error("a candidate survived but none was chosen");
 
   TuningRecord record;
-  record.device_model = device_.model_key();
-  record.problem = problem_.to_string();
-  record.policy = policy_.key();
-  record.convplan_version = convplan_version();
+  record.set_key(record_key(device_, problem_, policy_));
   record.config = chosen->result.config;
   record.notes = chosen->result.notes;
   record.time_ms = chosen->result.median_ms;

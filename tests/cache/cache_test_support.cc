@@ -83,8 +83,8 @@ ProblemBuffers::ProblemBuffers(const ConvProblem& problem, uint32_t seed) : prob
 }
 
 std::vector<unsigned char>& ProblemBuffers::output() {
-  const char o = problem_.output_tensor();
-  return o == 'x' ? x_ : o == 'w' ? w_ : y_;
+  const TensorRole o = problem_.output_tensor();
+  return by_role(o, x_, w_, y_);
 }
 
 void ProblemBuffers::poison_output() {
@@ -100,8 +100,8 @@ void ProblemBuffers::poison_output() {
 double ProblemBuffers::output_error() const {
   std::vector<double> x = as_doubles(problem_, x_), w = as_doubles(problem_, w_),
                       y = as_doubles(problem_, y_);
-  const char o = problem_.output_tensor();
-  std::vector<double>& out = o == 'x' ? x : o == 'w' ? w : y;
+  const TensorRole o = problem_.output_tensor();
+  std::vector<double>& out = by_role(o, x, w, y);
   const std::vector<double> got = out;
   if (problem_.beta != 0.0) {
     out = initial_output_;
@@ -129,7 +129,7 @@ std::unique_ptr<PlanCache> make_cache(std::shared_ptr<ScriptedBackend> backend, 
 }
 
 std::string scripted_key(const ConvProblem& problem, const TunePolicy& policy) {
-  return record_key(ScriptedBackend::default_device(0), problem, policy);
+  return record_key(ScriptedBackend::default_device(0), problem, policy).to_string();
 }
 
 int64_t heuristic_queries_per_tune(const std::vector<ScriptedEngine>& engines,

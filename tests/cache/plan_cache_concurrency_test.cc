@@ -1,5 +1,6 @@
 // PlanCache under many threads (also run under ThreadSanitizer): single-flight tuning, clones per
 // handle, hits and other keys never blocked by a tune, eviction and forgetting under load.
+#include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -246,16 +247,67 @@ TEST(PlanCacheConcurrency, ForgettingHandlesUnderLoadNeverServesAStalePlan) {
           execute_and_check(*cache, t, problems[(i + t) % kProblems], static_cast<uint32_t>(i));
         }
         cache->forget_handle(scripted_handle(t));
+        // The application destroys the handle and gets a new one at the same address: a plan of
+        // the old one served now would execute on a destroyed handle (counted as stale).
+        backend->recreate_handle(scripted_handle(t));
       }
     });
   }
   for (std::thread& th : threads) th.join();
   const CacheStats s = cache->stats();
+  EXPECT_EQ(backend->stale_handle_executions.load(), 0) << "a forgotten handle's plan was served";
+  EXPECT_EQ(backend->foreign_handle_executions.load(), 0);
   EXPECT_EQ(s.tunes, static_cast<uint64_t>(kProblems));
   EXPECT_EQ(s.plans, 0u);
   EXPECT_EQ(backend->live_plans.load(), 0);
   EXPECT_EQ(backend->live_allocations.load(), 0);
-  EXPECT_EQ(s.hits + s.misses, static_cast<uint64_t>(kThreads * kRounds * kProblems));
+  // Each round starts on a fresh handle: its first call of each problem misses.
+  EXPECT_EQ(s.misses, static_cast<uint64_t>(kThreads * kRounds * kProblems));
+  EXPECT_EQ(s.hits, 0u);
+}
+
+// The check above can fail: a handle recreated without forget_handle gets its old plans served,
+// and the scripted backend reports each as stale.
+TEST(PlanCacheConcurrency, AHandleRecreatedWithoutForgettingIsServedStalePlans) {
+  auto backend = std::make_shared<ScriptedBackend>(basic_engines());
+  std::unique_ptr<PlanCache> cache = make_cache(backend, /*capacity=*/20);
+  const ConvProblem p = small_problem(0);
+  ProblemBuffers buffers(p, 1);
+  ASSERT_TRUE(cache->execute(scripted_handle(0), p, buffers.pointers()).ok());
+  backend->recreate_handle(scripted_handle(0));
+  Status s;
+  EXPECT_NONFATAL_FAILURE(s = cache->execute(scripted_handle(0), p, buffers.pointers()),
+                          "executed after the handle was recreated");
+  EXPECT_EQ(s.code(), StatusCode::kWrongHandle);
+  EXPECT_EQ(backend->stale_handle_executions.load(), 1);
+}
+
+// With completions that lag, results are right only through the handle's stream: the cache
+// and the tuner order their reads after the work, and a read that skips the stream sees the old
+// output (the check that the lag is real).
+TEST(PlanCacheConcurrency, LaggingCompletionsAreOrderedByTheHandlesStream) {
+  auto backend = std::make_shared<ScriptedBackend>(basic_engines());
+  backend->set_completion_lag(true);
+  std::unique_ptr<PlanCache> cache = make_cache(backend, /*capacity=*/20);
+  constexpr int kThreads = 4;
+  const std::vector<ConvProblem> problems = small_problems(4);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (size_t i = 0; i < problems.size(); ++i) {
+        ProblemBuffers buffers(problems[i], static_cast<uint32_t>(i));
+        Status s = cache->execute(scripted_handle(t), problems[i], buffers.pointers());
+        ASSERT_TRUE(s.ok()) << s.to_string();
+        EXPECT_FALSE(buffers.output_error() <= relative_error_tolerance(problems[i], 0))
+            << "read before the stream was synchronized: the output must still be old";
+        backend->synchronize(scripted_handle(t));
+        EXPECT_LE(buffers.output_error(), relative_error_tolerance(problems[i], 0));
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  EXPECT_GT(backend->lagged_runs.load(), 0);
+  EXPECT_EQ(cache->stats().tunes, problems.size());
   EXPECT_EQ(backend->foreign_handle_executions.load(), 0);
 }
 

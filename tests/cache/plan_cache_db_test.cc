@@ -85,6 +85,17 @@ TEST(PlanCacheDatabase, SecondCacheOverTheSameFileStartsTuned) {
     ASSERT_TRUE(s.ok()) << s.to_string();
     EXPECT_LE(buffers.output_error(), relative_error_tolerance(p, 0));
   }
+  AcquireOutcome outcome = AcquireOutcome::kTuned;
+  ASSERT_TRUE(cache->acquire(scripted_handle(1), problems[0], &outcome).ok());
+  EXPECT_EQ(outcome, AcquireOutcome::kHit);
+  {
+    // A third cache's first call finds the record in the database.
+    std::unique_ptr<PlanCache> third =
+        make_cache(std::make_shared<ScriptedBackend>(basic_engines()), 10000, db);
+    outcome = AcquireOutcome::kTuned;
+    ASSERT_TRUE(third->acquire(scripted_handle(1), problems[0], &outcome).ok());
+    EXPECT_EQ(outcome, AcquireOutcome::kDatabaseHit);
+  }
   // A second handle clones from the record now in memory, without asking the database again.
   for (const ConvProblem& p : problems) ASSERT_TRUE(cache->acquire(scripted_handle(2), p).ok());
   const CacheStats s = cache->stats();

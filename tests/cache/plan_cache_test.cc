@@ -93,6 +93,54 @@ TEST_F(PlanCacheTest, SecondHandleGetsACloneNotATune) {
   EXPECT_EQ(s.records, 1u);
 }
 
+TEST_F(PlanCacheTest, AcquireReportsHowThisCallGotItsPlan) {
+  auto outcome_of = [&](int handle, const ConvProblem& p) {
+    AcquireOutcome outcome = AcquireOutcome::kWaited;
+    StatusOr<PlanRef> ref = cache_->acquire(scripted_handle(handle), p, &outcome);
+    EXPECT_TRUE(ref.ok()) << ref.status().to_string();
+    return outcome;
+  };
+  EXPECT_EQ(outcome_of(1, a_), AcquireOutcome::kTuned);
+  EXPECT_EQ(outcome_of(1, a_), AcquireOutcome::kHit);
+  EXPECT_EQ(outcome_of(2, a_), AcquireOutcome::kClone);
+  EXPECT_EQ(outcome_of(2, a_), AcquireOutcome::kHit);
+  TunePolicy other = cache_->default_policy();
+  other.deterministic = true;
+  AcquireOutcome outcome = AcquireOutcome::kHit;
+  ASSERT_TRUE(cache_->acquire(scripted_handle(1), a_, other, &outcome).ok());
+  EXPECT_EQ(outcome, AcquireOutcome::kTuned) << "another policy is another key";
+  EXPECT_STREQ(to_string(AcquireOutcome::kDatabaseHit), "database");
+
+  std::vector<ScriptedEngine> engines(1);
+  engines[0].id = 3;
+  engines[0].notes = kNoteRuntimeCompilation;  // kept as plan JSON, cloned from it
+  use_engines(engines);
+  EXPECT_EQ(outcome_of(1, a_), AcquireOutcome::kTuned);
+  EXPECT_EQ(outcome_of(2, a_), AcquireOutcome::kJsonClone);
+}
+
+// A call that misses a key another call is tuning waits for it and says so. Which of two calls
+// gets there first is up to the scheduler, so each try uses a new problem until one waited.
+TEST_F(PlanCacheTest, AcquireThatWaitsForAnotherCallsTuneSaysWaited) {
+  backend_->set_build_delay_us(100000);  // a tune takes several 100 ms builds
+  bool waited = false;
+  for (int attempt = 0; attempt < 5 && !waited; ++attempt) {
+    const ConvProblem p = small_problem(10 + attempt);
+    const int64_t queries = backend_->heuristic_queries.load();
+    AcquireOutcome first = AcquireOutcome::kHit;
+    std::thread tuner([&] { EXPECT_TRUE(cache_->acquire(scripted_handle(1), p, &first).ok()); });
+    while (backend_->heuristic_queries.load() == queries) std::this_thread::yield();  // tuning
+    AcquireOutcome second = AcquireOutcome::kHit;
+    EXPECT_TRUE(cache_->acquire(scripted_handle(2), p, &second).ok());
+    tuner.join();
+    EXPECT_EQ(first, AcquireOutcome::kTuned);
+    EXPECT_TRUE(second == AcquireOutcome::kWaited || second == AcquireOutcome::kClone)
+        << to_string(second);
+    waited = second == AcquireOutcome::kWaited;
+  }
+  EXPECT_TRUE(waited);
+}
+
 TEST_F(PlanCacheTest, ExecuteWritesTheReferenceResultOnEveryHandle) {
   for (int h = 1; h <= 3; ++h) {
     for (int i = 0; i < 6; ++i) execute_and_check(h, small_problem(i));

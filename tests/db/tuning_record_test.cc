@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "convplan/tune_policy.h"
 #include "convplan/tuning_record.h"
 #include "db/db_test_records.h"
 
@@ -73,7 +74,7 @@ TEST(TuningRecordTest, RecordKeyIsDeviceModelProblemPolicyAndLibraryVersion) {
   d.cudnn_version = 91900;
   ConvProblem problem;
   TunePolicy policy;
-  EXPECT_EQ(record_key(d, problem, policy), d.model_key() + "|" + problem.to_string() + "|" +
+  EXPECT_EQ(record_key(d, problem, policy).to_string(), d.model_key() + "|" + problem.to_string() + "|" +
                                                 policy.key() + "|" + convplan_version());
 }
 

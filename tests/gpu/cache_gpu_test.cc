@@ -188,8 +188,8 @@ class DeviceProblem {
 
  private:
   int output_index() const {
-    const char o = problem_.output_tensor();
-    return o == 'x' ? 0 : o == 'w' ? 1 : 2;
+    const TensorRole o = problem_.output_tensor();
+    return static_cast<int>(o);
   }
   Backend& backend_;
   cudnnHandle_t handle_;

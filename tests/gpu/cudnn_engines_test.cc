@@ -364,7 +364,7 @@ struct HostData {
 };
 
 std::vector<double>& output_of(const ConvProblem& p, HostData& h) {
-  return p.output_tensor() == 'x' ? h.x : p.output_tensor() == 'w' ? h.w : h.y;
+  return by_role(p.output_tensor(), h.x, h.w, h.y);
 }
 
 std::vector<double> random_values(int64_t count, std::mt19937_64& rng, DataType t) {
@@ -397,7 +397,7 @@ class CudnnEngines : public ::testing::Test {
     DeviceBuffer x, w, y;
     TensorPointers pointers() const { return {x.get(), w.get(), y.get()}; }
     DeviceBuffer& output(const ConvProblem& p) {
-      return p.output_tensor() == 'x' ? x : p.output_tensor() == 'w' ? w : y;
+      return by_role(p.output_tensor(), x, w, y);
     }
   };
 
@@ -415,7 +415,7 @@ class CudnnEngines : public ::testing::Test {
     std::vector<double> x = h.x, w = h.w, y = h.y;
     const Status s = reference_convolution(p, x, w, y);
     EXPECT_TRUE(s.ok()) << s.to_string();
-    h.expected = p.output_tensor() == 'x' ? x : p.output_tensor() == 'w' ? w : y;
+    h.expected = by_role(p.output_tensor(), x, w, y);
     return h;
   }
 

@@ -65,7 +65,7 @@ class Tensors {
   void reset() {
     for (char t : {'x', 'w', 'y'}) {
       const int i = index(t);
-      if (t == p_.output_tensor() && p_.beta == 0.0) {
+      if (t == to_string(p_.output_tensor())[0] && p_.beta == 0.0) {
         EXPECT_EQ(cudaMemset(device_[i].get(), 0xFF, host_[i].size()), cudaSuccess);
       } else {
         EXPECT_EQ(cudaMemcpy(device_[i].get(), host_[i].data(), host_[i].size(), cudaMemcpyHostToDevice),
@@ -76,7 +76,7 @@ class Tensors {
   TensorPointers pointers() const { return {device_[0].get(), device_[1].get(), device_[2].get()}; }
   // Relative L2 error of `samples` output elements against the float64 reference.
   double sampled_error(int samples) const {
-    const char out = p_.output_tensor();
+    const char out = to_string(p_.output_tensor())[0];
     const TensorShape s = shape(out);
     std::vector<unsigned char> got(host_[index(out)].size());
     EXPECT_EQ(cudaMemcpy(got.data(), device_[index(out)].get(), got.size(), cudaMemcpyDeviceToHost),

@@ -91,7 +91,7 @@ class TunerGpuTest : public ::testing::Test {
     DeviceBuffer* dev[3] = {&b.x, &b.w, &b.y};
     std::mt19937_64 gen(std::random_device{}());
     std::uniform_real_distribution<double> uniform(-1.0, 1.0);
-    const char names[3] = {'x', 'w', 'y'};
+    const TensorRole names[3] = {TensorRole::kX, TensorRole::kW, TensorRole::kY};
     for (int t = 0; t < 3; ++t) {
       const int64_t span = shapes[t].span_elements();
       const size_t bytes = static_cast<size_t>(span * size_of(p.data_type));
@@ -119,7 +119,7 @@ class TunerGpuTest : public ::testing::Test {
     CONVPLAN_ASSIGN_OR_RETURN(Buffers b, make_buffers(p, plan->workspace_bytes()));
     CONVPLAN_RETURN_IF_ERROR(
         plan->execute(ctx_->handle(), {b.x.get(), b.w.get(), b.y.get()}, b.workspace.get()));
-    const int out = p.output_tensor() == 'x' ? 0 : p.output_tensor() == 'w' ? 1 : 2;
+    const int out = static_cast<int>(p.output_tensor());
     DeviceBuffer* dev[3] = {&b.x, &b.w, &b.y};
     std::vector<uint8_t> result(b.host[out].size());
     CONVPLAN_RETURN_IF_ERROR(

@@ -75,7 +75,7 @@ bool run_job(const std::filesystem::path& dir, uint64_t seed, const std::string&
        write_doubles(dir / "y_after.f64", y);
   std::ofstream meta(dir / "meta.json");
   meta << "{\"problem\": \"" << p.to_string() << "\", \"direction\": \"" << convplan::to_string(p.direction)
-       << "\", \"output_tensor\": \"" << p.output_tensor() << "\", \"x\": " << shape_json(p.x_shape())
+       << "\", \"output_tensor\": \"" << to_string(p.output_tensor()) << "\", \"x\": " << shape_json(p.x_shape())
        << ", \"w\": " << shape_json(p.w_shape()) << ", \"y\": " << shape_json(p.y_shape()) << "}\n";
   ok = ok && static_cast<bool>(meta);
   if (!ok) std::cerr << "reference_dump: could not write " << dir << "\n";

@@ -91,17 +91,17 @@ Tensors run(const ConvProblem& p, const Tensors& in) {
 }
 
 const std::vector<double>& written(const ConvProblem& p, const Tensors& t) {
-  return p.output_tensor() == 'x' ? t.x : p.output_tensor() == 'w' ? t.w : t.y;
+  return by_role(p.output_tensor(), t.x, t.w, t.y);
 }
 
 std::vector<double>& written(const ConvProblem& p, Tensors& t) {
-  return p.output_tensor() == 'x' ? t.x : p.output_tensor() == 'w' ? t.w : t.y;
+  return by_role(p.output_tensor(), t.x, t.w, t.y);
 }
 
 // Runs p with the written tensor poisoned (beta = 0 must not read it) and returns it.
 std::vector<double> compute(ConvProblem p, Tensors in) {
-  const char which = p.output_tensor();
-  const TensorShape shape = which == 'x' ? p.x_shape() : which == 'w' ? p.w_shape() : p.y_shape();
+  const TensorRole which = p.output_tensor();
+  const TensorShape shape = p.shape_of(which);
   written(p, in).assign(static_cast<size_t>(shape.elements()), kNaN);
   return written(p, run(p, in));
 }
@@ -341,7 +341,7 @@ TEST(ReferenceLayouts, StridedGapsAreLeftUntouched) {
                                      to_buffer(p.y_shape(), t.y)};
       const std::vector<double> before[3] = {bufs[0], bufs[1], bufs[2]};
       ASSERT_TRUE(reference_convolution(p, bufs[0], bufs[1], bufs[2]).ok());
-      const int out = p.output_tensor() == 'x' ? 0 : p.output_tensor() == 'w' ? 1 : 2;
+      const int out = static_cast<int>(p.output_tensor());
       const TensorShape shapes[3] = {p.x_shape(), p.w_shape(), p.y_shape()};
       for (int b = 0; b < 3; ++b) {
         std::vector<bool> element(bufs[b].size(), false);
@@ -384,7 +384,7 @@ TEST(ReferenceAt, MatchesTheFullReferenceAtRandomElements) {
           to_data_type(type, bufs[b].data(), typed[b].data(), static_cast<int64_t>(bufs[b].size()));
           from_data_type(type, typed[b].data(), bufs[b].data(), static_cast<int64_t>(bufs[b].size()));
         }
-        const int out = p.output_tensor() == 'x' ? 0 : p.output_tensor() == 'w' ? 1 : 2;
+        const int out = static_cast<int>(p.output_tensor());
         std::vector<int64_t> offsets;
         for_each_element(shapes[out], [&](int64_t, int64_t off) {
           if (rng() % 3 == 0) offsets.push_back(off);

@@ -36,7 +36,7 @@ std::vector<double> run_rewritten(const Rewrite& r, std::vector<double> x, std::
                                   std::vector<double> y) {
   const ConvProblem& p = r.original;
   const ConvProblem& q = r.rewritten;
-  const char out = p.output_tensor();
+  const char out = to_string(p.output_tensor())[0];
   std::vector<double> bx, bw, by;
   for (char t : {'x', 'w', 'y'}) {
     std::vector<double>& b = pick(t, bx, bw, by);
@@ -100,7 +100,7 @@ TEST(RewriteProof, EveryRewriteOfRandomProblemsMatchesTheReference) {
     std::vector<double> y = random_buffer(rng, p.y_shape().span_elements());
     std::vector<double> rx = x, rw = w, ry = y;
     ASSERT_TRUE(reference_convolution(p, rx, rw, ry).ok());
-    const std::vector<double>& expected = pick(p.output_tensor(), rx, rw, ry);
+    const std::vector<double>& expected = pick(to_string(p.output_tensor())[0], rx, rw, ry);
     // Every block dividing the strides and a padding, beyond what applicable_rewrites() offers.
     std::vector<Rewrite> all = applicable_rewrites(p);
     for (int64_t b : {2, 3, 4}) {

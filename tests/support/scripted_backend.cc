@@ -52,11 +52,14 @@ class ScriptedBackend::Allocator final : public DeviceAllocator {
     }
     void* p = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
     if (p == nullptr) return out_of_memory("host allocation failed");
+    owner_.note_allocation(p, bytes);
     ++owner_.live_allocations;
     return p;
   }
   void deallocate(void* ptr, size_t) override {
     if (ptr == nullptr) return;
+    owner_.synchronize_users(ptr);  // stream-ordered: lagging work that uses the block runs first
+    owner_.note_allocation(ptr, 0);
     --owner_.live_allocations;
     std::free(ptr);
   }
@@ -83,15 +86,27 @@ class ScriptedBackend::ScriptedPlan final : public Plan {
   StatusOr<std::string> to_json() const override { return "scripted:" + config_.to_string(); }
 
   Status execute(cudnnHandle_t handle, const TensorPointers& t, void* workspace) override {
+    return execute_counted(handle, t, workspace, /*timed=*/false);
+  }
+
+  // execute(), counted in timed_runs instead of executions when `timed`.
+  Status execute_counted(cudnnHandle_t handle, const TensorPointers& t, void* workspace,
+                         bool timed) {
     if (handle != handle_) {
       ++owner_.foreign_handle_executions;
       ADD_FAILURE() << "scripted plan of engine " << engine_.id << " built on handle " << handle_
                     << " executed with handle " << handle;
       return {StatusCode::kWrongHandle, "plan built on another handle"};
     }
+    if (generation_ != owner_.generation(handle_)) {
+      ++owner_.stale_handle_executions;
+      ADD_FAILURE() << "scripted plan of engine " << engine_.id << " built on handle " << handle_
+                    << " generation " << generation_ << " executed after the handle was recreated";
+      return {StatusCode::kWrongHandle, "plan built on a destroyed handle"};
+    }
     std::atomic<int>& busy = owner_.in_use(handle_);
     if (busy.fetch_add(1) != 0) ++owner_.concurrent_handle_uses;
-    Status s = run(t, workspace);
+    Status s = launch(t, workspace, timed);
     busy.fetch_sub(1);
     return s;
   }
@@ -101,7 +116,8 @@ class ScriptedBackend::ScriptedPlan final : public Plan {
   }
 
  private:
-  Status run(const TensorPointers& t, void* workspace) {
+  // What a launch reports at once; the computation itself runs now, or later with a lag.
+  Status launch(const TensorPointers& t, void* workspace, bool timed) {
     if (engine_.behavior == EngineBehavior::kFailsToExecute) {
       return {StatusCode::kCudnnError, "scripted engine " + std::to_string(engine_.id) +
                                            " fails to execute"};
@@ -109,38 +125,56 @@ class ScriptedBackend::ScriptedPlan final : public Plan {
     if (engine_.workspace_bytes > 0 && workspace == nullptr) {
       return invalid_argument("scripted engine needs a workspace and got none");
     }
-    const TensorShape xs = problem_.x_shape(), ws = problem_.w_shape(), ys = problem_.y_shape();
-    const DataType dt = problem_.data_type;
+    if (!owner_.completion_lag_.load()) return run(owner_, problem_, engine_, t, workspace, timed);
+    // The work outlives this plan (as a launched kernel outlives cudnnDestroy of its plan): it
+    // holds copies, not the plan.
+    ScriptedBackend* owner = &owner_;
+    const ConvProblem problem = problem_;
+    const ScriptedEngine* engine = &engine_;
+    owner_.enqueue(handle_, {t.x, t.w, t.y, workspace}, [owner, problem, engine, t, workspace, timed] {
+      ++owner->lagged_runs;
+      const Status s = run(*owner, problem, *engine, t, workspace, timed);
+      if (!s.ok()) ADD_FAILURE() << "lagged scripted run failed: " << s.to_string();
+    });
+    return ok_status();
+  }
+
+  static Status run(ScriptedBackend& owner, const ConvProblem& problem,
+                    const ScriptedEngine& engine, const TensorPointers& t, void* workspace,
+                    bool timed) {
+    const TensorShape xs = problem.x_shape(), ws = problem.w_shape(), ys = problem.y_shape();
+    const DataType dt = problem.data_type;
     auto load = [&](void* p, const TensorShape& s) {
       std::vector<double> v(static_cast<size_t>(s.span_elements()));
       from_data_type(dt, p, v.data(), s.span_elements());
       return v;
     };
     std::vector<double> x = load(t.x, xs), w = load(t.w, ws), y = load(t.y, ys);
-    CONVPLAN_RETURN_IF_ERROR(reference_convolution(problem_, x, w, y));
-    const char out = problem_.output_tensor();
-    std::vector<double>& ov = out == 'x' ? x : out == 'w' ? w : y;
-    void* op = out == 'x' ? t.x : out == 'w' ? t.w : t.y;
-    const TensorShape& os = out == 'x' ? xs : out == 'w' ? ws : ys;
-    if (engine_.behavior == EngineBehavior::kWrongResult) {
+    CONVPLAN_RETURN_IF_ERROR(reference_convolution(problem, x, w, y));
+    const TensorRole out = problem.output_tensor();
+    std::vector<double>& ov = by_role(out, x, w, y);
+    void* op = by_role(out, t.x, t.w, t.y);
+    const TensorShape& os = by_role(out, xs, ws, ys);
+    if (engine.behavior == EngineBehavior::kWrongResult) {
       for (double& v : ov) v *= 1.5;
     }
     to_data_type(dt, ov.data(), op, os.span_elements());
-    if (engine_.behavior == EngineBehavior::kWritesPastOutput) {
-      std::memset(static_cast<char*>(op) + span_bytes(problem_, os), 0x5a, 64);
+    if (engine.behavior == EngineBehavior::kWritesPastOutput) {
+      std::memset(static_cast<char*>(op) + span_bytes(problem, os), 0x5a, 64);
     }
-    if (engine_.workspace_bytes > 0) {
-      std::memset(workspace, 0x33, static_cast<size_t>(engine_.workspace_bytes));
-      if (engine_.behavior == EngineBehavior::kWritesPastWorkspace) {
-        std::memset(static_cast<char*>(workspace) + engine_.workspace_bytes, 0x5a, 64);
+    if (engine.workspace_bytes > 0) {
+      std::memset(workspace, 0x33, static_cast<size_t>(engine.workspace_bytes));
+      if (engine.behavior == EngineBehavior::kWritesPastWorkspace) {
+        std::memset(static_cast<char*>(workspace) + engine.workspace_bytes, 0x5a, 64);
       }
     }
-    ++owner_.executions;
+    ++(timed ? owner.timed_runs : owner.executions);
     return ok_status();
   }
 
   ScriptedBackend& owner_;
   cudnnHandle_t handle_;
+  const uint64_t generation_ = owner_.generation(handle_);
   ConvProblem problem_;
   const ScriptedEngine& engine_;
   EngineConfig config_;
@@ -149,7 +183,7 @@ class ScriptedBackend::ScriptedPlan final : public Plan {
 ScriptedBackend::ScriptedBackend(std::vector<ScriptedEngine> engines)
     : engines_(std::move(engines)), allocator_(std::make_unique<Allocator>(*this)) {}
 
-ScriptedBackend::~ScriptedBackend() = default;
+ScriptedBackend::~ScriptedBackend() = default;  // queued work is dropped, as a reset device drops it
 
 const ScriptedEngine* ScriptedBackend::engine(int64_t id) const {
   for (const ScriptedEngine& e : engines_) {
@@ -244,32 +278,117 @@ StatusOr<std::unique_ptr<Plan>> ScriptedBackend::build_from_json(cudnnHandle_t h
 
 DeviceAllocator& ScriptedBackend::default_allocator(cudnnHandle_t) { return *allocator_; }
 
-Status ScriptedBackend::copy_to_device(cudnnHandle_t, void* dst, const void* src, size_t bytes) {
+// Copies and fills are ordered after the handle's earlier work (its stream), as on a GPU.
+Status ScriptedBackend::copy_to_device(cudnnHandle_t handle, void* dst, const void* src,
+                                       size_t bytes) {
+  synchronize(handle);
   std::memcpy(dst, src, bytes);
   return ok_status();
 }
 
-Status ScriptedBackend::copy_to_host(cudnnHandle_t, void* dst, const void* src, size_t bytes) {
+Status ScriptedBackend::copy_to_host(cudnnHandle_t handle, void* dst, const void* src,
+                                     size_t bytes) {
+  synchronize(handle);
   std::memcpy(dst, src, bytes);
   return ok_status();
 }
 
-Status ScriptedBackend::fill(cudnnHandle_t, void* dst, uint8_t byte, size_t bytes) {
+Status ScriptedBackend::fill(cudnnHandle_t handle, void* dst, uint8_t byte, size_t bytes) {
+  synchronize(handle);
   std::memset(dst, byte, bytes);
   return ok_status();
 }
 
-StatusOr<std::vector<float>> ScriptedBackend::time(Plan& plan, const TensorPointers&, void*,
-                                                   int, int runs, bool, float cutoff_ms) {
+StatusOr<std::vector<float>> ScriptedBackend::time(Plan& plan, const TensorPointers& tensors,
+                                                   void* workspace, int warmup, int runs, bool,
+                                                   float cutoff_ms) {
   ++timings;
   auto* sp = dynamic_cast<ScriptedPlan*>(&plan);
   if (sp == nullptr) return invalid_argument("not a scripted plan");
+  // Each run executes, as on a GPU: a plan that fails, writes out of bounds or runs on a stale
+  // handle while timed is caught here too. Timing waits for the work (events synchronized).
+  for (int i = 0; i < warmup; ++i) {
+    CONVPLAN_RETURN_IF_ERROR(sp->execute_counted(plan.handle(), tensors, workspace, true));
+  }
   std::vector<float> times;
   for (int i = 0; i < runs; ++i) {
+    CONVPLAN_RETURN_IF_ERROR(sp->execute_counted(plan.handle(), tensors, workspace, true));
     times.push_back(sp->time_per_run());
     if (cutoff_ms > 0 && times.back() > cutoff_ms) break;
   }
+  synchronize(plan.handle());
   return times;
+}
+
+void ScriptedBackend::note_allocation(const void* block, size_t bytes) {
+  std::lock_guard<std::mutex> lock(queue_mu_);
+  if (bytes == 0) {
+    sizes_.erase(block);
+  } else {
+    sizes_[block] = bytes;
+  }
+}
+
+size_t ScriptedBackend::allocation_size(const void* block) {
+  std::lock_guard<std::mutex> lock(queue_mu_);
+  auto it = sizes_.find(block);
+  return it == sizes_.end() ? 0 : it->second;
+}
+
+void ScriptedBackend::recreate_handle(cudnnHandle_t handle) {
+  synchronize(handle);  // cudnnDestroy waits for the handle's work
+  std::lock_guard<std::mutex> lock(mu_);
+  ++generations_[handle];
+}
+
+uint64_t ScriptedBackend::generation(cudnnHandle_t handle) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = generations_.find(handle);
+  return it == generations_.end() ? 0 : it->second;
+}
+
+void ScriptedBackend::enqueue(cudnnHandle_t handle, std::array<const void*, 4> uses,
+                              std::function<void()> work) {
+  std::lock_guard<std::mutex> lock(queue_mu_);
+  pending_[handle].push_back(Pending{uses, std::move(work)});
+}
+
+void ScriptedBackend::synchronize(cudnnHandle_t handle) {
+  std::vector<Pending> work;
+  {
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    auto it = pending_.find(handle);
+    if (it == pending_.end()) return;
+    work.swap(it->second);
+  }
+  for (const Pending& w : work) w.run();
+}
+
+void ScriptedBackend::synchronize_users(const void* block) {
+  const size_t size = allocation_size(block);
+  const char* lo = static_cast<const char*>(block);
+  std::vector<cudnnHandle_t> handles;
+  {
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    for (const auto& [handle, work] : pending_) {
+      for (const Pending& w : work) {
+        for (const void* p : w.uses) {
+          const char* c = static_cast<const char*>(p);
+          if (c != nullptr && c >= lo && c < lo + size) handles.push_back(handle);
+        }
+      }
+    }
+  }
+  for (cudnnHandle_t h : handles) synchronize(h);
+}
+
+void ScriptedBackend::synchronize_all() {
+  std::vector<cudnnHandle_t> handles;
+  {
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    for (const auto& [handle, work] : pending_) handles.push_back(handle);
+  }
+  for (cudnnHandle_t h : handles) synchronize(h);
 }
 
 std::vector<ScriptedEngine> basic_engines() {

@@ -5,9 +5,18 @@
 // records the handle it was built with, and a call with another handle fails the running test
 // (ADD_FAILURE) and is counted.
 //
+// Handles have generations: recreate_handle() models cudnnDestroy + cudnnCreate returning the same
+// address, and a plan built before it that executes afterwards fails the test and is counted
+// (stale_handle_executions), as it would crash or misbehave on a GPU. With a completion lag
+// (set_completion_lag), an execution only checks its arguments and queues the computation on its
+// handle's "stream"; it runs at the next call that orders with that stream (a copy or fill on the
+// handle, time(), synchronize(), a deallocation, recreate_handle), so a reader that does not
+// synchronize sees the old output, as on a GPU. time() executes the plan for each run.
+//
 // Thread-safe. Counters are atomics, read them after the threads have joined.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -83,6 +92,14 @@ class ScriptedBackend final : public Backend {
   void set_build_delay_us(int us) { build_delay_us_ = us; }
   // Each candidates() call sleeps this long (models the heuristics query).
   void set_heuristics_delay_us(int us) { heuristics_delay_us_ = us; }
+  // Destroys and re-creates the handle at the same address: its earlier plans become stale.
+  void recreate_handle(cudnnHandle_t handle);
+  uint64_t generation(cudnnHandle_t handle);
+  // When on, executions complete later (see the top). Off by default.
+  void set_completion_lag(bool on) { completion_lag_ = on; }
+  // Runs the handle's (every handle's) queued work: the stream (the device) synchronized.
+  void synchronize(cudnnHandle_t handle);
+  void synchronize_all();
 
   // --- Counters ---
   std::atomic<int64_t> heuristic_queries{0};
@@ -90,7 +107,10 @@ class ScriptedBackend final : public Backend {
   std::atomic<int64_t> json_builds{0};  // successful build_from_json() calls
   std::atomic<int64_t> executions{0};   // plan executions that ran
   std::atomic<int64_t> timings{0};      // time() calls
+  std::atomic<int64_t> timed_runs{0};   // executions by time() (warm-up included)
   std::atomic<int64_t> foreign_handle_executions{0};  // must stay 0
+  std::atomic<int64_t> stale_handle_executions{0};    // must stay 0
+  std::atomic<int64_t> lagged_runs{0};                // computations that ran after execute()
   std::atomic<int64_t> concurrent_handle_uses{0};     // two threads in one handle at once
   std::atomic<int64_t> live_plans{0};
   std::atomic<int64_t> live_allocations{0};
@@ -107,12 +127,26 @@ class ScriptedBackend final : public Backend {
   std::mutex mu_;
   std::map<cudnnHandle_t, DeviceInfo> devices_;  // GUARDED_BY(mu_)
   std::map<cudnnHandle_t, std::unique_ptr<std::atomic<int>>> in_use_;  // GUARDED_BY(mu_)
+  std::map<cudnnHandle_t, uint64_t> generations_;  // GUARDED_BY(mu_)
+  // Queued work, and the pointers it uses (so that freeing a block runs the work on it first).
+  struct Pending {
+    std::array<const void*, 4> uses;
+    std::function<void()> run;
+  };
+  std::mutex queue_mu_;
+  std::map<cudnnHandle_t, std::vector<Pending>> pending_;  // GUARDED_BY(queue_mu_)
+  std::map<const void*, size_t> sizes_;                    // GUARDED_BY(queue_mu_): live blocks
+  std::atomic<bool> completion_lag_{false};
   std::atomic<size_t> allocation_limit_{SIZE_MAX};
   std::atomic<int> builds_to_fail_{0};
   std::atomic<int> build_delay_us_{0};
   std::atomic<int> heuristics_delay_us_{0};
 
   std::atomic<int>& in_use(cudnnHandle_t handle);
+  void enqueue(cudnnHandle_t handle, std::array<const void*, 4> uses, std::function<void()> work);
+  void synchronize_users(const void* block);
+  void note_allocation(const void* block, size_t bytes);  // 0: freed
+  size_t allocation_size(const void* block);
 };
 
 // A small engine list most tests start from: three correct engines (ids 0, 1, 2; times 3, 1, 2

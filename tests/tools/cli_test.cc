@@ -21,6 +21,7 @@
 
 #include "convplan/cudnn_backend.h"
 #include "convplan/problem.h"
+#include "convplan/tune_policy.h"
 #include "convplan/tuning_db.h"
 #include "convplan/tuning_record.h"
 
@@ -470,6 +471,33 @@ TEST_F(Cli, DbPathFollowsTheFlagThenTheEnvironment) {
   EXPECT_EQ(r.out, path("other.db") + "\n");
   r = run({"db", "path", "--db", path("after.db")});
   EXPECT_EQ(r.out, path("after.db") + "\n") << "the global flag is taken after the command too";
+}
+
+// The library's warnings reach stderr through the log sink; --quiet and CONVPLAN_LOG_LEVEL drop
+// them; a bad level is a usage error naming the variable.
+TEST_F(Cli, QuietAndTheLogLevelSilenceTheLibrarysWarnings) {
+  const std::string damaged = "this is not a SQLite database, it is " + std::string(4096, 'x');
+  write("tuning.db", damaged);
+  Result r = run({"db", "list"});
+  EXPECT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_NE(r.err.find("convplan: tuning database"), std::string::npos) << describe(r);
+  EXPECT_NE(r.err.find("moved it aside"), std::string::npos) << describe(r);
+
+  write("tuning.db", damaged);
+  r = run({"--quiet", "db", "list"});
+  EXPECT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_EQ(r.err, "") << describe(r);
+
+  write("tuning.db", damaged);
+  env_["CONVPLAN_LOG_LEVEL"] = "error";
+  r = run({"db", "list"});
+  EXPECT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_EQ(r.err, "") << describe(r);
+
+  env_["CONVPLAN_LOG_LEVEL"] = "loud";
+  r = run({"db", "path"});
+  EXPECT_EQ(r.exit_code, 2) << describe(r);
+  EXPECT_NE(r.err.find("CONVPLAN_LOG_LEVEL='loud'"), std::string::npos) << describe(r);
 }
 
 TEST_F(Cli, DbListShowsEveryRecordAsTextAndJson) {

@@ -213,7 +213,7 @@ TEST_F(TunerTest, LimitedModeChoosesTheFastestValidatedCandidate) {
 TEST_F(TunerTest, RecordCarriesItsKeyParts) {
   const ConvProblem p = small_problem();
   const TuningRecord r = tune_ok(p);
-  EXPECT_EQ(r.key(), record_key(ScriptedBackend::default_device(0), p, policy_));
+  EXPECT_EQ(r.key(), record_key(ScriptedBackend::default_device(0), p, policy_).to_string());
   EXPECT_EQ(r.problem, p.to_string());
   EXPECT_EQ(r.policy, policy_.key());
   EXPECT_EQ(r.convplan_version, convplan_version());
@@ -416,7 +416,7 @@ TEST_F(TunerTest, WritesPastTheOutputAreCaughtByGuardBytes) {
     const TuningRecord r = tune_ok(small_problem(d));
     EXPECT_EQ(r.config.engine_id, 2);
     EXPECT_THAT(outcome(r, 1), StartsWith("rejected: wrote past its output/workspace"));
-    EXPECT_THAT(outcome(r, 1), HasSubstr(std::string("after ") + small_problem(d).output_tensor()));
+    EXPECT_THAT(outcome(r, 1), HasSubstr(std::string("after ") + to_string(small_problem(d).output_tensor())));
     EXPECT_EQ(outcome(r, 2), "ok");  // the next candidate is not blamed for the damage
   }
 }

@@ -233,83 +233,60 @@ int list_suites() {
   return kExitOk;
 }
 
-}  // namespace
-
-int bench_command(const GlobalOptions& global, const BenchOptions& o) {
-  const auto command_start = std::chrono::steady_clock::now();
-  if (o.list_suites) return list_suites();
-  StatusOr<Suite> suite = !o.file.empty() ? load_suite_file(o.file)
-                                          : builtin_suite(o.suite.empty() ? "resnet50" : o.suite);
-  if (!suite.ok()) return fail(kExitUsage, suite.status().message());
-  StatusOr<std::vector<SuiteProblem>> layers =
-      suite_problems(*suite, o.problem.overrides(), bench_defaults());
-  if (!layers.ok()) return fail(kExitUsage, layers.status().message());
-
-  std::vector<Row> rows;
-  for (SuiteProblem& l : *layers) rows.push_back(Row{std::move(l), ok_status(), {}, {}, -1});
-  // The table goes to standard error when JSON or CSV goes to standard output.
-  std::ostream& human = o.json_path == "-" || o.csv_path == "-" ? std::cerr : std::cout;
-
-  if (o.dry_run) {
-    Table t({"layer", "count", "descriptor", "GFLOP", "min MB"}, {false, true, false, true, true});
-    for (const Row& r : rows) {
-      t.add_row({r.layer.name, std::to_string(r.layer.count), r.layer.problem.to_string(),
-                 fixed(r.layer.problem.flops() / 1e9, 3),
-                 fixed(r.layer.problem.min_bytes() / 1e6, 2)});
-    }
-    human << suite->source << ": " << rows.size() << " distinct convolutions, "
-          << suite->total_count() << " in the model\n";
-    t.print(human);
-    nlohmann::json j = {{"format", "convplan-bench"},
-                        {"version", 1},
-                        {"date", utc_timestamp()},
-                        {"dry_run", true},
-                        {"settings", settings_json(o, *suite, nullptr)}};
-    j["rows"] = nlohmann::json::array();
-    for (const Row& r : rows) j["rows"].push_back(row_json(r));
-    const Totals tot = totals_of(rows);
-    j["totals"] = {{"layers", tot.layers}, {"count", tot.count}};
-    if (Status s = write_outputs(o, j, rows); !s.ok()) return fail(kExitFailure, s.to_string());
-    return kExitOk;
-  }
-
-  int rc = kExitOk;
-  std::unique_ptr<Session> opened = open_session(global, o.timing, &rc);
-  if (!opened) return rc;
-  Session& session = *opened;
-
-  // The rates first, while the device memory is free.
-  RateSource rate_source(o.timing.peak_tflops, o.timing.peak_gbps);
-  std::optional<Rates> rates_json_source;
+// The roofline rates, one per (data type, tensor cores) the rows use.
+struct RateTable {
   std::map<std::pair<DataType, bool>, Rates> rates;
+  std::optional<Rates> any;  // the first found: its copy bandwidth is the one reported
+};
+
+int dry_run(const BenchOptions& o, const Suite& suite, const std::vector<Row>& rows,
+            std::ostream& human) {
+  Table t({"layer", "count", "descriptor", "GFLOP", "min MB"}, {false, true, false, true, true});
+  for (const Row& r : rows) {
+    t.add_row({r.layer.name, std::to_string(r.layer.count), r.layer.problem.to_string(),
+               fixed(r.layer.problem.flops() / 1e9, 3),
+               fixed(r.layer.problem.min_bytes() / 1e6, 2)});
+  }
+  human << suite.source << ": " << rows.size() << " distinct convolutions, "
+        << suite.total_count() << " in the model\n";
+  t.print(human);
+  nlohmann::json j = {{"format", "convplan-bench"},
+                      {"version", 1},
+                      {"date", utc_timestamp()},
+                      {"dry_run", true},
+                      {"settings", settings_json(o, suite, nullptr)}};
+  j["rows"] = nlohmann::json::array();
+  for (const Row& r : rows) j["rows"].push_back(row_json(r));
+  const Totals tot = totals_of(rows);
+  j["totals"] = {{"layers", tot.layers}, {"count", tot.count}};
+  if (Status s = write_outputs(o, j, rows); !s.ok()) return fail(kExitFailure, s.to_string());
+  return kExitOk;
+}
+
+// Measured first, while the device memory is free. A type without rates gets no floor.
+RateTable measure_rates(Session& session, const BenchOptions& o, const std::vector<Row>& rows) {
+  RateSource rate_source(o.timing.peak_tflops, o.timing.peak_gbps);
+  RateTable table;
   for (const Row& r : rows) {
     const std::pair<DataType, bool> key{r.layer.problem.data_type,
                                         r.layer.problem.allow_tensor_cores};
-    if (rates.count(key) > 0) continue;
+    if (table.rates.count(key) > 0) continue;
     StatusOr<Rates> got = rate_source.rates_for(session, r.layer.problem);
     if (!got.ok()) {
-      std::cerr << "convplan: warning: no roofline for " << to_string(key.first) << ": "
-                << got.status().to_string() << "\n";
+      warn(std::string("no roofline for ") + to_string(key.first) + ": " +
+           got.status().to_string());
       continue;
     }
-    rates.emplace(key, *got);
-    if (!rates_json_source) rates_json_source = *got;
+    table.rates.emplace(key, *got);
+    if (!table.any) table.any = *got;
   }
+  return table;
+}
 
-  TensorBytes bytes;
-  for (const Row& r : rows) bytes.grow_to(TensorBytes::of(r.layer.problem));
-  StatusOr<DeviceTensors> tensors = allocate_tensors(session, bytes);
-  if (!tensors.ok()) return fail(exit_code_for(tensors.status()), tensors.status().to_string());
+// Tunes, times (and verifies) each row in turn; true when a verification failed.
+bool measure_rows(Session& session, const BenchOptions& o, const MeasureOptions& mo,
+                  const RateTable& rates, DeviceTensors& tensors, std::vector<Row>& rows) {
   std::optional<DataType> filled;
-
-  MeasureOptions mo;
-  mo.iters = o.timing.iters;
-  mo.warmup = o.timing.warmup;
-  mo.flush_l2 = o.timing.flush_l2;
-  // Set-up: the session (cuDNN, the database), the roofline rates, the tensors.
-  const double setup_ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - command_start)
-          .count();
   Progress progress(rows.size());
   bool verify_failed = false;
   for (size_t i = 0; i < rows.size(); ++i) {
@@ -318,25 +295,29 @@ int bench_command(const GlobalOptions& global, const BenchOptions& o) {
     progress.start(i, r.layer.name);
     r.status = [&]() -> Status {
       if (filled != p.data_type) {
-        CONVPLAN_RETURN_IF_ERROR(fill_random(session, *tensors, p.data_type, 1));
+        CONVPLAN_RETURN_IF_ERROR(fill_random(session, tensors, p.data_type, 1));
         filled = p.data_type;
       }
-      CONVPLAN_ASSIGN_OR_RETURN(Measurement m, tune_and_time(session, p, *tensors, mo));
+      CONVPLAN_ASSIGN_OR_RETURN(Measurement m, tune_and_time(session, p, tensors, mo));
       r.measured = std::move(m);
       if (o.verify) {
         CONVPLAN_ASSIGN_OR_RETURN(Verification v,
-                                  verify(session, p, *tensors, r.measured->notes, 2 + i));
+                                  verify(session, p, tensors, r.measured->notes, 2 + i));
         r.verification = v;
         if (!v.passed) verify_failed = true;
       }
       return ok_status();
     }();
-    auto rate = rates.find({p.data_type, p.allow_tensor_cores});
-    if (rate != rates.end()) r.floor_ms = roofline_floor_ms(p, rate->second);
+    auto rate = rates.rates.find({p.data_type, p.allow_tensor_cores});
+    if (rate != rates.rates.end()) r.floor_ms = roofline_floor_ms(p, rate->second);
     progress.done(i, r);
   }
   progress.finish();
+  return verify_failed;
+}
 
+void print_table(std::ostream& human, const Suite& suite, const std::vector<Row>& rows,
+                 const Environment& env, const TunePolicy& policy, const MeasureOptions& mo) {
   const Totals tot = totals_of(rows);
   Table t({"layer", "count", "descriptor", "engine", "ms", "TFLOP/s", "% roofline", "tuning ms"},
           {false, true, false, false, true, true, true, true});
@@ -347,15 +328,18 @@ int bench_command(const GlobalOptions& global, const BenchOptions& o) {
                r.measured ? fixed(r.measured->tuning_ms, 1) : "-"});
   }
   t.add_separator();
-  t.add_row({"total (count x ms)", std::to_string(tot.count), suite->source,
+  t.add_row({"total (count x ms)", std::to_string(tot.count), suite.source,
              std::to_string(tot.layers - tot.failed) + "/" + std::to_string(tot.layers) + " ran",
              fixed(tot.time_ms, 3), fixed(tot.tflops(), 1), percent(tot.share()),
              fixed(tot.tuning_ms, 1)});
-  const Environment env = environment(session);
-  human << suite->source << " on " << env.device.name << ", cuDNN "
-        << cudnn_version_text(env.cudnn_version) << ", tune " << to_string(session.policy().mode)
-        << ", " << mo.iters << " timed runs each\n";
+  human << suite.source << " on " << env.device.name << ", cuDNN "
+        << cudnn_version_text(env.cudnn_version) << ", tune " << to_string(policy.mode) << ", "
+        << mo.iters << " timed runs each\n";
   t.print(human);
+}
+
+void print_notes(std::ostream& human, const std::vector<Row>& rows, const RateTable& rates,
+                 const CacheStats& stats, double setup_ms, double first_result_ms) {
   for (const Row& r : rows) {
     if (!r.status.ok()) human << r.layer.name << ": " << r.status.to_string() << "\n";
     if (r.verification && !r.verification->passed) {
@@ -363,30 +347,32 @@ int bench_command(const GlobalOptions& global, const BenchOptions& o) {
             << r.verification->relative_error << " > " << r.verification->tolerance << "\n";
     }
   }
-  if (rates_json_source) {
+  if (rates.any) {
     human << "roofline floor = max(flops / matrix rate, bytes / copy bandwidth); rates: ";
     bool first = true;
-    for (const auto& [key, rate] : rates) {
+    for (const auto& [key, rate] : rates.rates) {
       human << (first ? "" : "; ") << to_string(key.first) << (key.second ? "" : " (no TC)") << " "
             << fixed(rate.matrix_tflops, 1) << " TFLOP/s";
       first = false;
     }
-    human << "; copy " << fixed(rates_json_source->copy_gbps, 0) << " GB/s\n";
+    human << "; copy " << fixed(rates.any->copy_gbps, 0) << " GB/s\n";
   }
-  const CacheStats stats = session.cache().stats();
   human << "cache: " << stats.to_string() << "\n";
-  // From the command's start: the set-up, then the first convolution's plan and result.
-  const double first_result_ms =
-      rows.empty() || !rows[0].measured ? -1 : setup_ms + rows[0].measured->first_result_ms;
   human << "set-up " << fixed(setup_ms, 1) << " ms; first result at " << fixed(first_result_ms, 1)
-        << " ms; plans found or tuned in " << fixed(tot.tuning_ms, 1) << " ms\n";
+        << " ms; plans found or tuned in " << fixed(totals_of(rows).tuning_ms, 1) << " ms\n";
+}
 
+nlohmann::json results_json(const BenchOptions& o, const Suite& suite, const Environment& env,
+                            const TunePolicy& policy, const RateTable& rates,
+                            const std::vector<Row>& rows, const CacheStats& stats,
+                            double setup_ms, double first_result_ms) {
+  const Totals tot = totals_of(rows);
   nlohmann::json j = {
       {"format", "convplan-bench"}, {"version", 1}, {"date", utc_timestamp()}, {"dry_run", false}};
   j.update(environment_json(env));
-  j["settings"] = settings_json(o, *suite, &session.policy());
+  j["settings"] = settings_json(o, suite, &policy);
   nlohmann::json rates_j = nlohmann::json::array();
-  for (const auto& [key, rate] : rates) {
+  for (const auto& [key, rate] : rates.rates) {
     rates_j.push_back({{"data_type", to_string(key.first)},
                        {"allow_tensor_cores", key.second},
                        {"matrix_tflops", rate.matrix_tflops},
@@ -412,8 +398,77 @@ int bench_command(const GlobalOptions& global, const BenchOptions& o) {
                       {"clones", stats.clones},     {"db_hits", stats.db_hits},
                       {"failures", stats.failures}, {"tune_ms", stats.tune_ms},
                       {"plans", stats.plans},       {"records", stats.records}};
-  if (Status s = write_outputs(o, j, rows); !s.ok()) return fail(kExitFailure, s.to_string());
+  return j;
+}
+
+// The suite's rows after the flags, or the usage error's exit code through `rc`.
+std::optional<std::vector<Row>> load_rows(const BenchOptions& o, std::optional<Suite>& suite,
+                                          int* rc) {
+  StatusOr<Suite> loaded = !o.file.empty()
+                               ? load_suite_file(o.file)
+                               : builtin_suite(o.suite.empty() ? "resnet50" : o.suite);
+  if (!loaded.ok()) {
+    *rc = fail(kExitUsage, loaded.status().message());
+    return std::nullopt;
+  }
+  suite = std::move(loaded).value();
+  StatusOr<std::vector<SuiteProblem>> layers =
+      suite_problems(*suite, o.problem.overrides(), bench_defaults());
+  if (!layers.ok()) {
+    *rc = fail(kExitUsage, layers.status().message());
+    return std::nullopt;
+  }
+  std::vector<Row> rows;
+  for (SuiteProblem& l : *layers) rows.push_back(Row{std::move(l), ok_status(), {}, {}, -1});
+  return rows;
+}
+
+double ms_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+      .count();
+}
+
+}  // namespace
+
+int bench_command(const GlobalOptions& global, const BenchOptions& o) {
+  const auto command_start = std::chrono::steady_clock::now();
+  if (o.list_suites) return list_suites();
+  int rc = kExitOk;
+  std::optional<Suite> suite;
+  std::optional<std::vector<Row>> rows = load_rows(o, suite, &rc);
+  if (!rows) return rc;
+  // The table goes to standard error when JSON or CSV goes to standard output.
+  std::ostream& human = o.json_path == "-" || o.csv_path == "-" ? std::cerr : std::cout;
+  if (o.dry_run) return dry_run(o, *suite, *rows, human);
+
+  std::unique_ptr<Session> opened = open_session(global, o.timing, &rc);
+  if (!opened) return rc;
+  Session& session = *opened;
+  const RateTable rates = measure_rates(session, o, *rows);
+  TensorBytes bytes;
+  for (const Row& r : *rows) bytes.grow_to(TensorBytes::of(r.layer.problem));
+  StatusOr<DeviceTensors> tensors = allocate_tensors(session, bytes);
+  if (!tensors.ok()) return fail(exit_code_for(tensors.status()), tensors.status().to_string());
+  MeasureOptions mo;
+  mo.iters = o.timing.iters;
+  mo.warmup = o.timing.warmup;
+  mo.flush_l2 = o.timing.flush_l2;
+  // Set-up: the session (cuDNN, the database), the roofline rates, the tensors.
+  const double setup_ms = ms_since(command_start);
+  const bool verify_failed = measure_rows(session, o, mo, rates, *tensors, *rows);
+
+  const Environment env = environment(session);
+  const CacheStats stats = session.cache().stats();
+  // From the command's start: the set-up, then the first convolution's plan and result.
+  const double first_result_ms =
+      rows->empty() || !(*rows)[0].measured ? -1 : setup_ms + (*rows)[0].measured->first_result_ms;
+  print_table(human, *suite, *rows, env, session.policy(), mo);
+  print_notes(human, *rows, rates, stats, setup_ms, first_result_ms);
+  const nlohmann::json j = results_json(o, *suite, env, session.policy(), rates, *rows, stats,
+                                        setup_ms, first_result_ms);
+  if (Status s = write_outputs(o, j, *rows); !s.ok()) return fail(kExitFailure, s.to_string());
   if (verify_failed) return fail(kExitVerifyFailed, "verification failed (see above)");
+  const Totals tot = totals_of(*rows);
   if (tot.failed > 0) {
     return fail(kExitFailure, std::to_string(tot.failed) + " of " + std::to_string(tot.layers) +
                                   " convolutions failed");

@@ -72,8 +72,8 @@ int db_command(const GlobalOptions& global, const DbOptions& o) {
   if (!opened.ok()) return status_exit(opened.status());
   TuningDatabase& db = **opened;
   if (const DbOpenReport& r = db.report(); !r.moved_aside.empty()) {
-    std::cerr << "convplan: warning: '" << path << "' was damaged (" << r.reason
-              << "); moved aside to " << r.moved_aside << " and replaced by an empty database\n";
+    warn("'" + path + "' was damaged (" + r.reason + "); moved aside to " + r.moved_aside +
+         " and replaced by an empty database");
   }
 
   if (o.action == "list") {
@@ -98,8 +98,7 @@ int db_command(const GlobalOptions& global, const DbOptions& o) {
                 << path << "\n";
     }
     if (skipped > 0) {
-      std::cerr << "convplan: warning: " << skipped
-                << " damaged rows skipped (convplan db verify names them)\n";
+      warn(std::to_string(skipped) + " damaged rows skipped (convplan db verify names them)");
     }
     return kExitOk;
   }

@@ -1,6 +1,7 @@
 // convplan run, engines and devices.
 #include <cstdio>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 #include "commands.h"
@@ -26,6 +27,137 @@ StatusOr<ConvProblem> problem_from(const std::string& descriptor, const ProblemF
   return p;
 }
 
+// What one run measured, and what it is compared with.
+struct RunResult {
+  Measurement m;
+  std::optional<Verification> verification;
+  StatusOr<Rates> rates = not_found("not measured");
+  double tflops = -1, gbps = -1, floor_ms = -1, share = -1;
+};
+
+// Tunes and times the problem (and verifies it), then measures the rates. Returns the exit code
+// of a failure, after its message.
+std::optional<int> measure(Session& session, const ConvProblem& problem, const RunOptions& o,
+                           const MeasureOptions& mo, RunResult& r) {
+  StatusOr<DeviceTensors> tensors = allocate_tensors(session, TensorBytes::of(problem));
+  if (!tensors.ok()) return fail(exit_code_for(tensors.status()), tensors.status().to_string());
+  if (Status s = fill_random(session, *tensors, problem.data_type, 1); !s.ok()) {
+    return fail(exit_code_for(s), s.to_string());
+  }
+  StatusOr<Measurement> measured = tune_and_time(session, problem, *tensors, mo);
+  if (!measured.ok()) {
+    return fail(exit_code_for(measured.status()),
+                problem.to_string() + ": " + measured.status().to_string());
+  }
+  r.m = *measured;
+  if (o.verify) {
+    StatusOr<Verification> v = verify(session, problem, *tensors, r.m.notes, 2);
+    if (!v.ok()) return fail(exit_code_for(v.status()), "verification: " + v.status().to_string());
+    r.verification = *v;
+  }
+  // Room for the rate measurements' buffers.
+  tensors->x.reset();
+  tensors->w.reset();
+  tensors->y.reset();
+  RateSource rate_source(o.timing.peak_tflops, o.timing.peak_gbps);
+  r.rates = rate_source.rates_for(session, problem);
+  if (!r.rates.ok()) {
+    warn("no roofline: " + r.rates.status().to_string());
+  }
+  const double median = r.m.time.median_ms;
+  r.tflops = median > 0 ? problem.flops() / (median * 1e9) : -1;
+  r.gbps = median > 0 ? problem.min_bytes() / (median * 1e6) : -1;
+  r.floor_ms = r.rates.ok() ? roofline_floor_ms(problem, *r.rates) : -1;
+  r.share = r.floor_ms > 0 && median > 0 ? r.floor_ms / median : -1;
+  return std::nullopt;
+}
+
+std::string run_report(const ConvProblem& problem, const Environment& env, const RunResult& r,
+                       const MeasureOptions& mo, const TunePolicy& policy,
+                       const CacheStats& stats) {
+  const Measurement& m = r.m;
+  std::ostringstream out;
+  out << "problem    " << problem.to_string() << "\n";
+  out << "device     " << env.device.name << " (sm" << env.device.cc_major << env.device.cc_minor
+      << ", " << env.device.sm_count << " SMs), cuDNN " << cudnn_version_text(env.cudnn_version)
+      << ", CUDA runtime " << cuda_version_text(env.cuda_runtime_version) << "\n";
+  out << "engine     " << m.config.to_string() << "  knobs: " << knobs_text(m.config) << "\n";
+  out << "notes      " << (m.notes ? notes_to_string(m.notes) : "(none)") << "\n";
+  out << "workspace  " << human_bytes(static_cast<double>(m.workspace_bytes)) << "\n";
+  out << "tuning     " << fixed(m.tuning_ms, 1) << " ms (" << m.source << ", mode "
+      << to_string(policy.mode) << ")\n";
+  out << "time       median " << fixed(m.time.median_ms, 4) << " ms over " << m.time.runs
+      << " runs (min " << fixed(m.time.min_ms, 4) << ", p10 " << fixed(m.time.p10_ms, 4)
+      << ", p90 " << fixed(m.time.p90_ms, 4) << ", max " << fixed(m.time.max_ms, 4)
+      << "); CUDA events around each run of the acquired plan after " << mo.warmup
+      << " warm-up runs" << (mo.flush_l2 ? ", L2 flushed before each" : "") << "\n";
+  out << "rate       " << fixed(r.tflops, 2) << " TFLOP/s, " << fixed(r.gbps, 1) << " GB/s\n";
+  if (r.rates.ok()) {
+    out << "roofline   floor " << fixed(r.floor_ms, 4) << " ms = " << fixed(100 * r.share, 1)
+        << "% of the median; matrix " << fixed(r.rates->matrix_tflops, 1) << " TFLOP/s ("
+        << r.rates->matrix_source << "), copy " << fixed(r.rates->copy_gbps, 0) << " GB/s ("
+        << r.rates->copy_source << ")\n";
+  }
+  if (r.verification) {
+    const Verification& v = *r.verification;
+    out << "verify     " << (v.passed ? "passed" : "FAILED") << ": relative error "
+        << sci(v.relative_error) << (v.passed ? " <= " : " > ") << sci(v.tolerance) << " over "
+        << v.elements_checked << (v.full ? " elements (all)" : " sampled elements") << "\n";
+  }
+  out << "cache      " << stats.to_string() << "\n";
+  return out.str();
+}
+
+nlohmann::json run_json(const ConvProblem& problem, const Environment& env, const RunResult& r,
+                        const MeasureOptions& mo, const TunePolicy& policy,
+                        const CacheStats& stats) {
+  const Measurement& m = r.m;
+  nlohmann::json j;
+  j["format"] = "convplan-run";
+  j["version"] = 1;
+  j["date"] = utc_timestamp();
+  j.update(environment_json(env));
+  j["problem"] = problem_json(problem);
+  j["engine"] = m.config.to_string();
+  j["knobs"] = knobs_json(m.config);
+  j["notes"] = notes_to_string(m.notes);
+  j["workspace_bytes"] = m.workspace_bytes;
+  j["tune_mode"] = to_string(policy.mode);
+  j["tuning_ms"] = m.tuning_ms;
+  j["source"] = m.source;
+  j["time"] = {{"method", "CUDA events around each run of the acquired plan (Backend::time)"},
+               {"warmup", mo.warmup},
+               {"flush_l2", mo.flush_l2},
+               {"runs", m.time.runs},
+               {"median_ms", m.time.median_ms},
+               {"min_ms", m.time.min_ms},
+               {"p10_ms", m.time.p10_ms},
+               {"p90_ms", m.time.p90_ms},
+               {"max_ms", m.time.max_ms},
+               {"times_ms", m.times_ms}};
+  j["tflops"] = r.tflops;
+  j["gbps"] = r.gbps;
+  j["roofline"] = nullptr;
+  if (r.rates.ok()) {
+    j["roofline"] = {{"floor_ms", r.floor_ms},
+                     {"share", r.share},
+                     {"matrix_tflops", r.rates->matrix_tflops},
+                     {"matrix_source", r.rates->matrix_source},
+                     {"copy_gbps", r.rates->copy_gbps},
+                     {"copy_source", r.rates->copy_source}};
+  }
+  j["verification"] = nullptr;
+  if (r.verification) {
+    j["verification"] = {{"passed", r.verification->passed},
+                         {"relative_error", r.verification->relative_error},
+                         {"tolerance", r.verification->tolerance},
+                         {"elements_checked", r.verification->elements_checked},
+                         {"full", r.verification->full}};
+  }
+  j["cache_stats"] = stats.to_string();
+  return j;
+}
+
 }  // namespace
 
 int run_command(const GlobalOptions& global, const RunOptions& o) {
@@ -37,127 +169,24 @@ int run_command(const GlobalOptions& global, const RunOptions& o) {
   if (!opened) return rc;
   Session& session = *opened;
 
-  StatusOr<DeviceTensors> tensors = allocate_tensors(session, TensorBytes::of(problem));
-  if (!tensors.ok()) return fail(exit_code_for(tensors.status()), tensors.status().to_string());
-  if (Status s = fill_random(session, *tensors, problem.data_type, 1); !s.ok()) {
-    return fail(exit_code_for(s), s.to_string());
-  }
   MeasureOptions mo;
   mo.iters = o.timing.iters;
   mo.warmup = o.timing.warmup;
   mo.flush_l2 = o.timing.flush_l2;
-  StatusOr<Measurement> measured = tune_and_time(session, problem, *tensors, mo);
-  if (!measured.ok()) {
-    return fail(exit_code_for(measured.status()),
-                problem.to_string() + ": " + measured.status().to_string());
-  }
-  const Measurement& m = *measured;
-
-  std::optional<Verification> verification;
-  if (o.verify) {
-    StatusOr<Verification> v = verify(session, problem, *tensors, m.notes, 2);
-    if (!v.ok()) return fail(exit_code_for(v.status()), "verification: " + v.status().to_string());
-    verification = *v;
-  }
-  // Room for the rate measurements' buffers.
-  tensors->x.reset();
-  tensors->w.reset();
-  tensors->y.reset();
-  RateSource rate_source(o.timing.peak_tflops, o.timing.peak_gbps);
-  StatusOr<Rates> rates = rate_source.rates_for(session, problem);
-  if (!rates.ok()) {
-    std::cerr << "convplan: warning: no roofline: " << rates.status().to_string() << "\n";
-  }
-  const double median = m.time.median_ms;
-  const double tflops = median > 0 ? problem.flops() / (median * 1e9) : -1;
-  const double gbps = median > 0 ? problem.min_bytes() / (median * 1e6) : -1;
-  const double floor_ms = rates.ok() ? roofline_floor_ms(problem, *rates) : -1;
-  const double share = floor_ms > 0 && median > 0 ? floor_ms / median : -1;
+  RunResult result;
+  if (std::optional<int> failed = measure(session, problem, o, mo, result)) return *failed;
   const Environment env = environment(session);
-
-  std::ostringstream out;
-  out << "problem    " << problem.to_string() << "\n";
-  out << "device     " << env.device.name << " (sm" << env.device.cc_major << env.device.cc_minor
-      << ", " << env.device.sm_count << " SMs), cuDNN " << cudnn_version_text(env.cudnn_version)
-      << ", CUDA runtime " << cuda_version_text(env.cuda_runtime_version) << "\n";
-  out << "engine     " << m.config.to_string() << "  knobs: " << knobs_text(m.config) << "\n";
-  out << "notes      " << (m.notes ? notes_to_string(m.notes) : "(none)") << "\n";
-  out << "workspace  " << human_bytes(static_cast<double>(m.workspace_bytes)) << "\n";
-  out << "tuning     " << fixed(m.tuning_ms, 1) << " ms (" << m.source << ", mode "
-      << to_string(session.policy().mode) << ")\n";
-  out << "time       median " << fixed(median, 4) << " ms over " << m.time.runs << " runs (min "
-      << fixed(m.time.min_ms, 4) << ", p10 " << fixed(m.time.p10_ms, 4) << ", p90 "
-      << fixed(m.time.p90_ms, 4) << ", max " << fixed(m.time.max_ms, 4)
-      << "); CUDA events around each run of the acquired plan after " << mo.warmup
-      << " warm-up runs" << (mo.flush_l2 ? ", L2 flushed before each" : "") << "\n";
-  out << "rate       " << fixed(tflops, 2) << " TFLOP/s, " << fixed(gbps, 1) << " GB/s\n";
-  if (rates.ok()) {
-    out << "roofline   floor " << fixed(floor_ms, 4) << " ms = " << fixed(100 * share, 1)
-        << "% of the median; matrix " << fixed(rates->matrix_tflops, 1) << " TFLOP/s ("
-        << rates->matrix_source << "), copy " << fixed(rates->copy_gbps, 0) << " GB/s ("
-        << rates->copy_source << ")\n";
-  }
-  if (verification) {
-    out << "verify     " << (verification->passed ? "passed" : "FAILED") << ": relative error "
-        << sci(verification->relative_error) << (verification->passed ? " <= " : " > ")
-        << sci(verification->tolerance) << " over " << verification->elements_checked
-        << (verification->full ? " elements (all)" : " sampled elements") << "\n";
-  }
-  out << "cache      " << session.cache().stats().to_string() << "\n";
   // The report goes to standard error when the JSON goes to standard output.
-  (o.json_path == "-" ? std::cerr : std::cout) << out.str();
-
+  (o.json_path == "-" ? std::cerr : std::cout)
+      << run_report(problem, env, result, mo, session.policy(), session.cache().stats());
   if (!o.json_path.empty()) {
-    nlohmann::json j;
-    j["format"] = "convplan-run";
-    j["version"] = 1;
-    j["date"] = utc_timestamp();
-    j.update(environment_json(env));
-    j["problem"] = problem_json(problem);
-    j["engine"] = m.config.to_string();
-    j["knobs"] = knobs_json(m.config);
-    j["notes"] = notes_to_string(m.notes);
-    j["workspace_bytes"] = m.workspace_bytes;
-    j["tune_mode"] = to_string(session.policy().mode);
-    j["tuning_ms"] = m.tuning_ms;
-    j["source"] = m.source;
-    j["time"] = {{"method", "CUDA events around each run of the acquired plan (Backend::time)"},
-                 {"warmup", mo.warmup},
-                 {"flush_l2", mo.flush_l2},
-                 {"runs", m.time.runs},
-                 {"median_ms", median},
-                 {"min_ms", m.time.min_ms},
-                 {"p10_ms", m.time.p10_ms},
-                 {"p90_ms", m.time.p90_ms},
-                 {"max_ms", m.time.max_ms},
-                 {"times_ms", m.times_ms}};
-    j["tflops"] = tflops;
-    j["gbps"] = gbps;
-    if (rates.ok()) {
-      j["roofline"] = {{"floor_ms", floor_ms},
-                       {"share", share},
-                       {"matrix_tflops", rates->matrix_tflops},
-                       {"matrix_source", rates->matrix_source},
-                       {"copy_gbps", rates->copy_gbps},
-                       {"copy_source", rates->copy_source}};
-    } else {
-      j["roofline"] = nullptr;
-    }
-    if (verification) {
-      j["verification"] = {{"passed", verification->passed},
-                           {"relative_error", verification->relative_error},
-                           {"tolerance", verification->tolerance},
-                           {"elements_checked", verification->elements_checked},
-                           {"full", verification->full}};
-    } else {
-      j["verification"] = nullptr;
-    }
-    j["cache_stats"] = session.cache().stats().to_string();
+    const nlohmann::json j =
+        run_json(problem, env, result, mo, session.policy(), session.cache().stats());
     if (Status s = write_text(o.json_path, j.dump(2) + "\n"); !s.ok()) {
       return fail(kExitFailure, s.to_string());
     }
   }
-  if (verification && !verification->passed) {
+  if (result.verification && !result.verification->passed) {
     return fail(kExitVerifyFailed, "verification failed for " + problem.to_string());
   }
   return kExitOk;

@@ -23,6 +23,9 @@ enum ExitCode : int {
 
 // Prints "convplan: <message>" to standard error and returns `code`.
 int fail(int code, const std::string& message);
+// "convplan: warning: <message>" on stderr, unless the log level (--quiet, CONVPLAN_LOG_LEVEL)
+// drops warnings.
+void warn(const std::string& message);
 // kExitNoGpu for kNoDevice, kExitFailure for any other error, kExitOk for ok.
 int exit_code_for(const Status& s);
 // kExitOk when a GPU is usable; otherwise prints why and returns kExitNoGpu.

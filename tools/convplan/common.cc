@@ -2,6 +2,7 @@
 
 #include "commands.h"
 #include "convplan/cudnn_backend.h"
+#include "convplan/log.h"
 #include "gpu.h"
 
 namespace convplan::cli {
@@ -9,6 +10,10 @@ namespace convplan::cli {
 int fail(int code, const std::string& message) {
   std::cerr << "convplan: " << message << "\n";
   return code;
+}
+
+void warn(const std::string& message) {
+  if (log_enabled(LogLevel::kWarning)) std::cerr << "convplan: warning: " << message << "\n";
 }
 
 ProblemOverrides ProblemFlags::overrides() const {

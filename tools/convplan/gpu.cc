@@ -12,6 +12,7 @@
 #include <random>
 #include <sstream>
 
+#include "commands.h"
 #include "convplan/reference.h"
 #include "convplan/rewrite.h"
 #include "convplan/tuning_record.h"
@@ -52,9 +53,9 @@ double ms_since(std::chrono::steady_clock::time_point start) {
 // The buffer of the tensor a direction writes, and of the others.
 const DeviceBuffer& output_buffer(const ConvProblem& p, const DeviceTensors& t) {
   switch (p.output_tensor()) {
-    case 'x':
+    case TensorRole::kX:
       return t.x;
-    case 'w':
+    case TensorRole::kW:
       return t.w;
     default:
       return t.y;
@@ -63,9 +64,9 @@ const DeviceBuffer& output_buffer(const ConvProblem& p, const DeviceTensors& t) 
 
 TensorShape output_shape(const ConvProblem& p) {
   switch (p.output_tensor()) {
-    case 'x':
+    case TensorRole::kX:
       return p.x_shape();
-    case 'w':
+    case TensorRole::kW:
       return p.w_shape();
     default:
       return p.y_shape();
@@ -115,12 +116,11 @@ StatusOr<std::unique_ptr<Session>> Session::open(const SessionOptions& options) 
       s->db_path_ = options.db_path;
       const DbOpenReport& r = s->db_->report();
       if (!r.moved_aside.empty()) {
-        std::cerr << "convplan: warning: the tuning database was damaged (" << r.reason
-                  << "); moved aside to " << r.moved_aside << "\n";
+        warn("the tuning database was damaged (" + r.reason + "); moved aside to " +
+             r.moved_aside);
       }
     } else {
-      std::cerr << "convplan: warning: tuning database '" << options.db_path
-                << "' not used: " << db.status().to_string() << "\n";
+      warn("tuning database '" + options.db_path + "' not used: " + db.status().to_string());
     }
   }
   PlanCacheOptions cache_options;
@@ -177,14 +177,14 @@ Status fill_random(Session& session, DeviceTensors& tensors, DataType t, uint64_
 StatusOr<Measurement> tune_and_time(Session& session, const ConvProblem& problem,
                                     const DeviceTensors& tensors, const MeasureOptions& options) {
   Measurement m;
-  const CacheStats before = session.cache().stats();
   const auto start = std::chrono::steady_clock::now();
-  CONVPLAN_ASSIGN_OR_RETURN(PlanRef plan, session.cache().acquire(session.handle(), problem));
+  AcquireOutcome outcome = AcquireOutcome::kHit;
+  CONVPLAN_ASSIGN_OR_RETURN(PlanRef plan,
+                            session.cache().acquire(session.handle(), problem, &outcome));
   m.tuning_ms = ms_since(start);
-  const CacheStats after = session.cache().stats();
-  m.source = after.tunes > before.tunes       ? "tuned"
-             : after.db_hits > before.db_hits ? "database"
-                                              : "memory";
+  m.source = outcome == AcquireOutcome::kTuned         ? "tuned"
+             : outcome == AcquireOutcome::kDatabaseHit ? "database"
+                                                       : "memory";
   m.config = plan->config();
   m.notes = plan->notes();
   m.workspace_bytes = plan->workspace_bytes();
@@ -211,9 +211,7 @@ StatusOr<Verification> verify(Session& session, const ConvProblem& problem,
                               const DeviceTensors& tensors, NoteSet notes, uint64_t seed) {
   const TensorBytes bytes = TensorBytes::of(problem);
   const DeviceBuffer& out = output_buffer(problem, tensors);
-  const size_t out_bytes = problem.output_tensor() == 'x'   ? bytes.x
-                           : problem.output_tensor() == 'w' ? bytes.w
-                                                            : bytes.y;
+  const size_t out_bytes = by_role(problem.output_tensor(), bytes.x, bytes.w, bytes.y);
   if (problem.beta == 0) {
     CONVPLAN_RETURN_IF_ERROR(session.backend().fill(session.handle(), out.get(), 0xff, out_bytes));
   }
@@ -223,9 +221,7 @@ StatusOr<Verification> verify(Session& session, const ConvProblem& problem,
   std::vector<uint8_t> hw = read_back(session, tensors.w.get(), bytes.w, s);
   std::vector<uint8_t> hy = read_back(session, tensors.y.get(), bytes.y, s);
   CONVPLAN_RETURN_IF_ERROR(s);
-  std::vector<uint8_t>& hout = problem.output_tensor() == 'x'   ? hx
-                               : problem.output_tensor() == 'w' ? hw
-                                                                : hy;
+  std::vector<uint8_t>& hout = by_role(problem.output_tensor(), hx, hw, hy);
   if (problem.beta == 0) std::fill(hout.begin(), hout.end(), 0);  // 0 bits are 0.0 in every type
 
   CONVPLAN_RETURN_IF_ERROR(session.cache().execute(session.handle(), problem, tensors.pointers()));
@@ -250,9 +246,7 @@ StatusOr<Verification> verify(Session& session, const ConvProblem& problem,
     };
     std::vector<double> dx = doubles(hx), dw = doubles(hw), dy = doubles(hy);
     CONVPLAN_RETURN_IF_ERROR(reference_convolution(problem, dx, dw, dy));
-    const std::vector<double>& full = problem.output_tensor() == 'x'   ? dx
-                                      : problem.output_tensor() == 'w' ? dw
-                                                                       : dy;
+    const std::vector<double>& full = by_role(problem.output_tensor(), dx, dw, dy);
     reference.reserve(offsets.size());
     for (int64_t o : offsets) reference.push_back(full[static_cast<size_t>(o)]);
   } else {

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "commands.h"
+#include "convplan/log.h"
 #include "convplan/problem.h"
 #include "convplan/tune_policy.h"
 #include "convplan/tuning_db.h"
@@ -100,11 +101,39 @@ void finish_timing_flags(TimingFlags& t, const TimingFlagOptions& o) {
   if (o.gbps->count() > 0) t.peak_gbps = o.peak_gbps;
 }
 
-int parse_and_run(int argc, char** argv) {
-  CLI::App app{
-      "convplan: tuned cuDNN convolutions: run, benchmark and inspect them, and manage "
-      "the tuning database.",
-      "convplan"};
+// Every command's options, filled by the parser; `action` runs the command that was given.
+struct Commands {
+  GlobalOptions global;
+  bool quiet = false;
+  std::function<int()> action;
+
+  RunOptions run;
+  int64_t run_batch = 0;
+  CLI::Option* run_batch_opt = nullptr;
+  TimingFlagOptions run_timing;
+
+  BenchOptions bench;
+  int64_t bench_batch = 0;
+  CLI::Option* bench_batch_opt = nullptr;
+  TimingFlagOptions bench_timing;
+
+  EnginesOptions engines;
+  int64_t engines_batch = 0;
+  CLI::Option* engines_batch_opt = nullptr;
+
+  ExplainOptions explain;
+  int64_t explain_batch = 0;
+  CLI::Option* explain_batch_opt = nullptr;
+
+  DevicesOptions devices;
+
+  DbOptions db;
+  double older_than = 0;
+  std::string device_model;
+  int64_t cudnn_version = 0;
+};
+
+void add_global_flags(CLI::App& app, Commands& c) {
   app.set_version_flag("--version", std::string(convplan_version()));
   app.require_subcommand(1);
   app.fallthrough();
@@ -112,195 +141,215 @@ int parse_and_run(int argc, char** argv) {
   app.failure_message([](const CLI::App*, const CLI::Error& e) {
     return std::string("convplan: ") + e.what() + "\nRun with --help for more information.\n";
   });
-
-  GlobalOptions global;
-  app.add_option("--db", global.db_path,
+  app.add_option("--db", c.global.db_path,
                  "tuning database (default: $CONVPLAN_DB, else $XDG_CACHE_HOME/convplan/tuning.db, "
                  "else ~/.cache/convplan/tuning.db; 'off': none)");
-  app.add_flag("-v,--verbose", global.verbose, "report the tuner's choices (repeat for more)");
+  app.add_flag("-v,--verbose", c.global.verbose, "report the tuner's choices (repeat for more)");
+  app.add_flag("-q,--quiet", c.quiet,
+               "report errors only (the library's warnings and notes are dropped; "
+               "else $CONVPLAN_LOG_LEVEL: debug, info, warning, error or off)");
+}
 
-  std::function<int()> action;
-
-  // run
-  RunOptions run;
-  int64_t run_batch = 0;
-  CLI::Option* run_batch_opt = nullptr;
-  TimingFlagOptions run_timing;
-  CLI::App* run_cmd = app.add_subcommand(
+void add_run_command(CLI::App& app, Commands& c) {
+  CLI::App* cmd = app.add_subcommand(
       "run",
       "tune one convolution (through the plan cache and the tuning database), run it on "
       "random data, time it and report the engine, the time and the roofline share");
-  run_cmd->add_option("descriptor", run.descriptor, kDescriptorHelp)->required();
-  add_problem_flags(run_cmd, run.problem, run_batch, run_batch_opt, true);
-  add_timing_flags(run_cmd, run.timing, run_timing);
-  run_cmd->add_flag("--verify", run.verify,
-                    "compare the output with the float64 reference; exit 4 when it differs");
-  run_cmd->add_option("--json", run.json_path, "write the result as JSON to a file ('-': stdout)");
-  run_cmd->callback([&] {
-    if (run_batch_opt->count() > 0) run.problem.batch = run_batch;
-    finish_timing_flags(run.timing, run_timing);
-    action = [&] { return run_command(global, run); };
+  cmd->add_option("descriptor", c.run.descriptor, kDescriptorHelp)->required();
+  add_problem_flags(cmd, c.run.problem, c.run_batch, c.run_batch_opt, true);
+  add_timing_flags(cmd, c.run.timing, c.run_timing);
+  cmd->add_flag("--verify", c.run.verify,
+                "compare the output with the float64 reference; exit 4 when it differs");
+  cmd->add_option("--json", c.run.json_path, "write the result as JSON to a file ('-': stdout)");
+  cmd->callback([&c] {
+    if (c.run_batch_opt->count() > 0) c.run.problem.batch = c.run_batch;
+    finish_timing_flags(c.run.timing, c.run_timing);
+    c.action = [&c] { return run_command(c.global, c.run); };
   });
+}
 
-  // bench
-  BenchOptions bench;
-  int64_t bench_batch = 0;
-  CLI::Option* bench_batch_opt = nullptr;
-  TimingFlagOptions bench_timing;
-  CLI::App* bench_cmd = app.add_subcommand(
+void add_bench_command(CLI::App& app, Commands& c) {
+  CLI::App* cmd = app.add_subcommand(
       "bench",
       "tune and time every distinct convolution of a model suite, one row each and a "
       "total (default: ResNet-50 forward, bf16, nhwc, batch 32)");
   CLI::Option* suite_opt =
-      bench_cmd->add_option("--suite", bench.suite, "built-in suite (see --list-suites)");
-  CLI::Option* file_opt = bench_cmd->add_option("--file", bench.file, "a suite file of your own")
+      cmd->add_option("--suite", c.bench.suite, "built-in suite (see --list-suites)");
+  CLI::Option* file_opt = cmd->add_option("--file", c.bench.file, "a suite file of your own")
                               ->check(CLI::ExistingFile);
   suite_opt->excludes(file_opt);
-  add_problem_flags(bench_cmd, bench.problem, bench_batch, bench_batch_opt, true);
-  add_timing_flags(bench_cmd, bench.timing, bench_timing);
-  bench_cmd->add_flag("--verify", bench.verify,
-                      "check each convolution against the float64 reference; exit 4 on a failure");
-  bench_cmd->add_flag("--dry-run", bench.dry_run,
-                      "list the suite's convolutions after the flags, without a GPU");
-  bench_cmd->add_flag("--list-suites", bench.list_suites, "list the built-in suites");
-  bench_cmd->add_option("--json", bench.json_path, "write the results as JSON ('-': stdout)");
-  bench_cmd->add_option("--csv", bench.csv_path, "write one CSV row per convolution ('-': stdout)");
-  bench_cmd->callback([&] {
-    if (bench_batch_opt->count() > 0) bench.problem.batch = bench_batch;
-    finish_timing_flags(bench.timing, bench_timing);
-    action = [&] { return bench_command(global, bench); };
+  add_problem_flags(cmd, c.bench.problem, c.bench_batch, c.bench_batch_opt, true);
+  add_timing_flags(cmd, c.bench.timing, c.bench_timing);
+  cmd->add_flag("--verify", c.bench.verify,
+                "check each convolution against the float64 reference; exit 4 on a failure");
+  cmd->add_flag("--dry-run", c.bench.dry_run,
+                "list the suite's convolutions after the flags, without a GPU");
+  cmd->add_flag("--list-suites", c.bench.list_suites, "list the built-in suites");
+  cmd->add_option("--json", c.bench.json_path, "write the results as JSON ('-': stdout)");
+  cmd->add_option("--csv", c.bench.csv_path, "write one CSV row per convolution ('-': stdout)");
+  cmd->callback([&c] {
+    if (c.bench_batch_opt->count() > 0) c.bench.problem.batch = c.bench_batch;
+    finish_timing_flags(c.bench.timing, c.bench_timing);
+    c.action = [&c] { return bench_command(c.global, c.bench); };
   });
+}
 
-  // engines
-  EnginesOptions engines;
-  int64_t engines_batch = 0;
-  CLI::Option* engines_batch_opt = nullptr;
-  CLI::App* engines_cmd = app.add_subcommand(
+void add_engines_command(CLI::App& app, Commands& c) {
+  CLI::App* engines = app.add_subcommand(
       "engines",
       "every cuDNN engine index for a convolution: whether it finalizes (or why not), "
       "its notes, knob ranges and workspace");
-  engines_cmd->add_option("descriptor", engines.descriptor, kDescriptorHelp)->required();
-  add_problem_flags(engines_cmd, engines.problem, engines_batch, engines_batch_opt, true);
-  engines_cmd->add_option("--gpu", engines.gpu, "CUDA device ordinal")
+  engines->add_option("descriptor", c.engines.descriptor, kDescriptorHelp)->required();
+  add_problem_flags(engines, c.engines.problem, c.engines_batch, c.engines_batch_opt, true);
+  engines->add_option("--gpu", c.engines.gpu, "CUDA device ordinal")
       ->check(CLI::NonNegativeNumber);
-  engines_cmd->add_option("--json", engines.json_path, "write the table as JSON ('-': stdout)");
-  engines_cmd->callback([&] {
-    if (engines_batch_opt->count() > 0) engines.problem.batch = engines_batch;
-    action = [&] { return engines_command(global, engines); };
+  engines->add_option("--json", c.engines.json_path, "write the table as JSON ('-': stdout)");
+  engines->callback([&c] {
+    if (c.engines_batch_opt->count() > 0) c.engines.problem.batch = c.engines_batch;
+    c.action = [&c] { return engines_command(c.global, c.engines); };
   });
+}
 
-  // explain
-  ExplainOptions explain;
-  int64_t explain_batch = 0;
-  CLI::Option* explain_batch_opt = nullptr;
-  CLI::App* explain_cmd = app.add_subcommand(
+void add_devices_command(CLI::App& app, Commands& c) {
+  CLI::App* devices =
+      app.add_subcommand("devices", "the GPUs, the CUDA runtime and driver, and cuDNN");
+  devices->add_option("--json", c.devices.json_path, "write them as JSON ('-': stdout)");
+  devices->callback([&c] { c.action = [&c] { return devices_command(c.global, c.devices); }; });
+}
+
+// db's subcommands that move records in or out: path, list, show, export, import, merge, verify.
+void add_explain_command(CLI::App& app, Commands& c) {
+  CLI::App* cmd = app.add_subcommand(
       "explain",
       "no GPU: the canonical problem, output shape, FLOPs, minimum bytes, roofline floor, and "
       "every exact rewrite that applies (space-to-depth, channel padding) with its problem");
-  explain_cmd->add_option("descriptor", explain.descriptor, kDescriptorHelp)->required();
-  add_problem_flags(explain_cmd, explain.problem, explain_batch, explain_batch_opt, true);
-  explain_cmd->add_option("--peak-tflops", explain.peak_tflops, "matrix rate for the floor, TFLOP/s")
+  cmd->add_option("descriptor", c.explain.descriptor, kDescriptorHelp)->required();
+  add_problem_flags(cmd, c.explain.problem, c.explain_batch, c.explain_batch_opt, true);
+  cmd->add_option("--peak-tflops", c.explain.peak_tflops, "matrix rate for the floor, TFLOP/s")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  explain_cmd->add_option("--peak-gbps", explain.peak_gbps, "memory bandwidth for the floor, GB/s")
+  cmd->add_option("--peak-gbps", c.explain.peak_gbps, "memory bandwidth for the floor, GB/s")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  explain_cmd->add_option("--json", explain.json_path, "write it as JSON ('-': stdout)");
-  explain_cmd->callback([&] {
-    if (explain_batch_opt->count() > 0) explain.problem.batch = explain_batch;
-    action = [&] { return explain_command(global, explain); };
+  cmd->add_option("--json", c.explain.json_path, "write it as JSON ('-': stdout)");
+  cmd->callback([&c] {
+    if (c.explain_batch_opt->count() > 0) c.explain.problem.batch = c.explain_batch;
+    c.action = [&c] { return explain_command(c.global, c.explain); };
   });
+}
 
-  // devices
-  DevicesOptions devices;
-  CLI::App* devices_cmd =
-      app.add_subcommand("devices", "the GPUs, the CUDA runtime and driver, and cuDNN");
-  devices_cmd->add_option("--json", devices.json_path, "write them as JSON ('-': stdout)");
-  devices_cmd->callback([&] { action = [&] { return devices_command(global, devices); }; });
+void add_db_record_commands(CLI::App* db_cmd, DbOptions& db) {
+  db_cmd->add_subcommand("path", "print the database's path")->callback([&db] {
+    db.action = "path";
+  });
+  CLI::App* list = db_cmd->add_subcommand("list", "one line per record");
+  list->add_flag("--json", db.json, "the records as a JSON array");
+  list->callback([&db] { db.action = "list"; });
+  CLI::App* show = db_cmd->add_subcommand("show", "one record as JSON");
+  show->add_option("key", db.key, "the record's key (see db list)")->required();
+  show->callback([&db] { db.action = "show"; });
+  CLI::App* exp = db_cmd->add_subcommand("export", "every record as one JSON document");
+  exp->add_option("file", db.file, "where to write it (default: stdout)");
+  exp->callback([&db] { db.action = "export"; });
+  CLI::App* imp = db_cmd->add_subcommand(
+      "import", "add the records of an exported document; they replace records with equal keys");
+  imp->add_option("file", db.file, "an exported JSON document")
+      ->required()
+      ->check(CLI::ExistingFile);
+  imp->callback([&db] { db.action = "import"; });
+  CLI::App* merge = db_cmd->add_subcommand(
+      "merge", "add the records of an exported document; records already present win");
+  merge->add_option("file", db.file, "an exported JSON document")
+      ->required()
+      ->check(CLI::ExistingFile);
+  merge->callback([&db] { db.action = "merge"; });
+  db_cmd->add_subcommand("verify", "read every row and check it; exit 4 when any is bad")
+      ->callback([&db] { db.action = "verify"; });
+}
 
-  // db
-  DbOptions db;
-  double older_than = 0;
-  std::string device_model;
-  int64_t cudnn_version = 0;
+void add_db_command(CLI::App& app, Commands& c) {
   CLI::App* db_cmd = app.add_subcommand(
       "db", "the tuning database (works without a GPU; --db PATH picks the file)");
   db_cmd->require_subcommand(1);
-  db_cmd->add_subcommand("path", "print the database's path")->callback([&] {
-    db.action = "path";
-  });
-  CLI::App* db_list = db_cmd->add_subcommand("list", "one line per record");
-  db_list->add_flag("--json", db.json, "the records as a JSON array");
-  db_list->callback([&] { db.action = "list"; });
-  CLI::App* db_show = db_cmd->add_subcommand("show", "one record as JSON");
-  db_show->add_option("key", db.key, "the record's key (see db list)")->required();
-  db_show->callback([&] { db.action = "show"; });
-  CLI::App* db_export = db_cmd->add_subcommand("export", "every record as one JSON document");
-  db_export->add_option("file", db.file, "where to write it (default: stdout)");
-  db_export->callback([&] { db.action = "export"; });
-  CLI::App* db_import = db_cmd->add_subcommand(
-      "import", "add the records of an exported document; they replace records with equal keys");
-  db_import->add_option("file", db.file, "an exported JSON document")
-      ->required()
-      ->check(CLI::ExistingFile);
-  db_import->callback([&] { db.action = "import"; });
-  CLI::App* db_merge = db_cmd->add_subcommand(
-      "merge", "add the records of an exported document; records already present win");
-  db_merge->add_option("file", db.file, "an exported JSON document")
-      ->required()
-      ->check(CLI::ExistingFile);
-  db_merge->callback([&] { db.action = "merge"; });
-  db_cmd->add_subcommand("verify", "read every row and check it; exit 4 when any is bad")
-      ->callback([&] { db.action = "verify"; });
-  CLI::App* db_prune =
+  add_db_record_commands(db_cmd, c.db);
+  CLI::App* prune =
       db_cmd->add_subcommand("prune", "remove the records matching every given filter");
   CLI::Option* older_opt =
-      db_prune->add_option("--older-than", older_than, "tuned more than DAYS days ago")
+      prune->add_option("--older-than", c.older_than, "tuned more than DAYS days ago")
           ->check(CLI::NonNegativeNumber);
   CLI::Option* device_opt =
-      db_prune->add_option("--device", device_model, "device model key, as db list shows it");
+      prune->add_option("--device", c.device_model, "device model key, as db list shows it");
   CLI::Option* cudnn_opt =
-      db_prune
-          ->add_option("--cudnn", cudnn_version, "cuDNN version as cudnnGetVersion(), e.g. 91900")
+      prune
+          ->add_option("--cudnn", c.cudnn_version,
+                       "cuDNN version as cudnnGetVersion(), e.g. 91900")
           ->check(CLI::PositiveNumber);
-  db_prune->add_flag("--all", db.all, "remove every record");
-  db_prune->callback([&] {
-    db.action = "prune";
-    if (older_opt->count() > 0) db.older_than_days = older_than;
-    if (device_opt->count() > 0) db.device_model = device_model;
-    if (cudnn_opt->count() > 0) db.cudnn_version = cudnn_version;
+  prune->add_flag("--all", c.db.all, "remove every record");
+  prune->callback([&c, older_opt, device_opt, cudnn_opt] {
+    c.db.action = "prune";
+    if (older_opt->count() > 0) c.db.older_than_days = c.older_than;
+    if (device_opt->count() > 0) c.db.device_model = c.device_model;
+    if (cudnn_opt->count() > 0) c.db.cudnn_version = c.cudnn_version;
   });
-  db_cmd->callback([&] { action = [&] { return db_command(global, db); }; });
+  db_cmd->callback([&c] { c.action = [&c] { return db_command(c.global, c.db); }; });
+}
 
+// The exit code for a parse error, after its message. CLI11 reports a mistyped command as a
+// missing one; this names the word that was given instead.
+int report_parse_error(CLI::App& app, const CLI::ParseError& e) {
+  if (dynamic_cast<const CLI::RequiredError*>(&e) != nullptr) {
+    CLI::App* level = &app;
+    std::string path = "convplan";
+    while (!level->get_subcommands().empty()) {
+      level = level->get_subcommands().front();
+      path += " " + level->get_name();
+    }
+    const std::vector<std::string> extra = app.remaining(true);
+    if (level->get_require_subcommand_min() > 0 && !extra.empty()) {
+      std::string known;
+      for (const CLI::App* sub : level->get_subcommands({})) {
+        known += (known.empty() ? "" : ", ") + sub->get_name();
+      }
+      return fail(kExitUsage, "unknown command '" + extra.front() + "' for '" + path +
+                                  "' (commands: " + known + "; see --help)");
+    }
+  }
+  const int code = app.exit(e);
+  return code == 0 ? kExitOk : kExitUsage;
+}
+
+// The library's log level: --quiet, else $CONVPLAN_LOG_LEVEL (a bad value is a usage error).
+int set_up_logging(const Commands& c) {
+  const Status from_env = set_log_level_from_environment();
+  if (!from_env.ok()) return fail(kExitUsage, from_env.message());
+  if (c.quiet) set_log_level(LogLevel::kError);
+  return kExitOk;
+}
+
+int parse_and_run(int argc, char** argv) {
+  CLI::App app{
+      "convplan: tuned cuDNN convolutions: run, benchmark and inspect them, and manage "
+      "the tuning database.",
+      "convplan"};
+  Commands c;
+  add_global_flags(app, c);
+  add_run_command(app, c);
+  add_bench_command(app, c);
+  add_engines_command(app, c);
+  add_explain_command(app, c);
+  add_devices_command(app, c);
+  add_db_command(app, c);
   for (CLI::App* sub : app.get_subcommands({})) sub->footer(kExitStatusHelp);
 
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    // CLI11 reports a mistyped command as a missing one; name the word that was given instead.
-    if (dynamic_cast<const CLI::RequiredError*>(&e) != nullptr) {
-      CLI::App* level = &app;
-      std::string path = "convplan";
-      while (!level->get_subcommands().empty()) {
-        level = level->get_subcommands().front();
-        path += " " + level->get_name();
-      }
-      const std::vector<std::string> extra = app.remaining(true);
-      if (level->get_require_subcommand_min() > 0 && !extra.empty()) {
-        std::string known;
-        for (const CLI::App* sub : level->get_subcommands({})) {
-          known += (known.empty() ? "" : ", ") + sub->get_name();
-        }
-        return fail(kExitUsage, "unknown command '" + extra.front() + "' for '" + path +
-                                    "' (commands: " + known + "; see --help)");
-      }
-    }
-    const int code = app.exit(e);
-    return code == 0 ? kExitOk : kExitUsage;
+    return report_parse_error(app, e);
   }
-  if (!action) return fail(kExitUsage, "no command given");
-  if (global.db_path.empty()) global.db_path = TuningDatabase::default_path();
-  return action();
+  if (!c.action) return fail(kExitUsage, "no command given");
+  if (const int code = set_up_logging(c); code != kExitOk) return code;
+  if (c.global.db_path.empty()) c.global.db_path = TuningDatabase::default_path();
+  return c.action();
 }
 
 }  // namespace
