@@ -429,7 +429,10 @@ std::string loose_text(const ConvProblem& p, std::mt19937_64& rng) {
     const char* keys[] = {"xs:", "ws:", "ys:"};
     for (int t = 0; t < 3; ++t) {
       std::string v = keys[t];
-      for (int d = 0; d < p.spatial_dims + 2; ++d) v += (d ? "x" : "") + std::to_string((*strides[t])[d]);
+      for (int d = 0; d < p.spatial_dims + 2; ++d) {
+        if (d) v += 'x';  // not ("x" : "") + std::string: GCC 12 -Wrestrict at -O3 (core/quoted.h)
+        v += std::to_string((*strides[t])[d]);
+      }
       flags.push_back(v);
     }
   }
