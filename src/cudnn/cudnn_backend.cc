@@ -60,7 +60,9 @@ class CudnnBackend final : public Backend {
       auto it = devices_.find(device);
       if (it != devices_.end()) return it->second;
     }
-    // Queried outside the lock (it takes ~ms); a racing thread computes the same value.
+    // Queried outside the lock (it takes ~ms); a racing thread computes the same value. The
+    // first use of a device also checks that this build has kernels for its architecture.
+    CONVPLAN_RETURN_IF_ERROR(cudnn_detail::check_device_architecture(device));
     CONVPLAN_ASSIGN_OR_RETURN(DeviceInfo info, cudnn_detail::query_device(device));
     std::lock_guard<std::mutex> lock(mu_);
     devices_.emplace(device, info);

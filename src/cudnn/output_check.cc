@@ -3,8 +3,10 @@
 
 #include <algorithm>
 #include <limits>
+#include <string>
 
 #include "cudnn/check.h"
+#include "cudnn/cuda_util.h"
 #include "cudnn/output_check_kernels.h"
 
 namespace convplan::cudnn_detail {
@@ -35,6 +37,31 @@ StatusOr<int64_t> read_output_on_device(cudaStream_t stream, const void* src,
   CONVPLAN_CUDA_CHECK(freed);
   CONVPLAN_CUDA_CHECK(synced);
   return found == kNone ? int64_t{-1} : static_cast<int64_t>(found);
+}
+
+std::string unsupported_architecture_message(int device, const std::string& name, int major,
+                                             int minor, const std::string& built) {
+  const std::string cc = std::to_string(major) + std::to_string(minor);
+  return "GPU " + std::to_string(device) + " (" + name + ") has compute capability " +
+         std::to_string(major) + "." + std::to_string(minor) +
+         ", but this convplan was built for the CUDA architectures " + built +
+         " only (CMAKE_CUDA_ARCHITECTURES), none of which runs on it: rebuild with " + cc +
+         " added to CMAKE_CUDA_ARCHITECTURES (e.g. -DCMAKE_CUDA_ARCHITECTURES=" + cc + ")";
+}
+
+Status check_device_architecture(int device) {
+  DeviceGuard guard(device);
+  CONVPLAN_RETURN_IF_ERROR(guard.status());
+  const cudaError_t e = output_check_kernels_loadable();
+  if (e == cudaSuccess) return Status();
+  if (e != cudaErrorNoKernelImageForDevice && e != cudaErrorInvalidDeviceFunction) {
+    CONVPLAN_CUDA_CHECK(e);
+  }
+  (void)cudaGetLastError();  // the failed query must not fail the next launch's check
+  cudaDeviceProp prop{};
+  CONVPLAN_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+  return not_supported(unsupported_architecture_message(device, prop.name, prop.major, prop.minor,
+                                                        CONVPLAN_CUDA_ARCHITECTURES));
 }
 
 }  // namespace convplan::cudnn_detail

@@ -46,6 +46,13 @@ unsigned blocks_for(long long work) {
 
 }  // namespace
 
+cudaError_t output_check_kernels_loadable() {
+  cudaFuncAttributes a{};
+  cudaError_t e = cudaFuncGetAttributes(&a, scan_poison);
+  if (e == cudaSuccess) e = cudaFuncGetAttributes(&a, gather);
+  return e;
+}
+
 // Scratch: [first poisoned offset][offsets][gathered elements].
 size_t output_check_scratch_bytes(size_t count, int elem) {
   return sizeof(unsigned long long) + count * (sizeof(int64_t) + static_cast<size_t>(elem));

@@ -29,4 +29,8 @@ cudaError_t enqueue_output_check(cudaStream_t stream, const void* data, const Ch
                                  int elem, bool scan, const int64_t* offsets, size_t count,
                                  void* scratch, void* dst, unsigned long long* found);
 
+// cudaSuccess when the current device can run these kernels (their code for its architecture, or
+// PTX it can compile); cudaErrorNoKernelImageForDevice when this build has neither.
+cudaError_t output_check_kernels_loadable();
+
 }  // namespace convplan::cudnn_detail

@@ -10,6 +10,7 @@
 
 #include "convplan/backend.h"
 #include "convplan/cudnn_backend.h"
+#include "cudnn/output_check.h"
 #include "support/gpu.h"
 
 namespace convplan {
@@ -102,6 +103,14 @@ TEST_F(OutputCheckGpuTest, ScansEveryElementOfALargeTensor) {
   host[last * 2] = host[last * 2 + 1] = 0xFF;
   std::vector<uint8_t> got;
   EXPECT_EQ(check(host, s, 2, true, {0, 12345, last}, got), last);
+}
+
+TEST_F(OutputCheckGpuTest, ThisBuildRunsOnTheDevicesArchitecture) {
+  // The default CMAKE_CUDA_ARCHITECTURES covers 80, 86, 89 and 90 (+ PTX): GPU 0 must pass the
+  // check that the backend makes on a device's first use, and device_of must succeed.
+  const Status s = cudnn_detail::check_device_architecture(0);
+  EXPECT_TRUE(s.ok()) << s.to_string();
+  EXPECT_TRUE(backend_->device_of(ctx_->handle()).ok());
 }
 
 }  // namespace
