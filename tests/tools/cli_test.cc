@@ -320,8 +320,27 @@ TEST_F(Cli, DbImportOfMissingFileExits2) {
   }
 }
 
-TEST_F(Cli, DbCommandsOnAMissingDatabaseExit2) {
-  for (const char* action : {"list", "export", "verify"}) {
+TEST_F(Cli, DbListAndExportOfAMissingDatabasePrintNothingLikeAFreshOne) {
+  Result r = run({"--db", path("none.db"), "db", "list", "--json"});
+  EXPECT_EQ(r.exit_code, 0) << describe(r);
+  const nlohmann::json list = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(list.is_array()) << describe(r);
+  EXPECT_TRUE(list.empty()) << describe(r);
+  r = run({"--db", path("none.db"), "db", "list"});
+  EXPECT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_NE(r.out.find("0 records in " + path("none.db")), std::string::npos) << describe(r);
+  // export: the same document as a fresh database's export.
+  make_database(path("fresh.db"), 0);
+  const Result fresh = run({"--db", path("fresh.db"), "db", "export"});
+  ASSERT_EQ(fresh.exit_code, 0) << describe(fresh);
+  r = run({"--db", path("none.db"), "db", "export"});
+  EXPECT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_EQ(r.out, fresh.out);
+  EXPECT_FALSE(fs::exists(path("none.db"))) << "a read-only command created the database";
+}
+
+TEST_F(Cli, DbVerifyOfAMissingDatabaseExits2) {
+  for (const char* action : {"verify"}) {
     const Result r = run({"--db", path("none.db"), "db", action});
     EXPECT_EQ(r.exit_code, 2) << action << "\n" << describe(r);
     EXPECT_NE(r.err.find("none.db"), std::string::npos) << describe(r);

@@ -53,7 +53,11 @@ int db_command(const GlobalOptions& global, const DbOptions& o) {
                                 "'); give --db PATH or set CONVPLAN_DB to a file");
   }
   const bool writes_new = o.action == "import" || o.action == "merge";
-  if (!writes_new && !file_exists(path)) {
+  // list and export of a database not made yet print what a fresh one holds: nothing (an empty
+  // in-memory database stands in, so that the file is not created by a read).
+  const bool reads_all = o.action == "list" || o.action == "export";
+  const bool missing = !writes_new && !file_exists(path);
+  if (missing && !reads_all) {
     return fail(kExitUsage, "no tuning database at '" + path + "' (nothing tuned there yet?)");
   }
   if (o.action == "prune" && !o.all && !o.older_than_days && !o.device_model && !o.cudnn_version) {
@@ -68,7 +72,7 @@ int db_command(const GlobalOptions& global, const DbOptions& o) {
     import_text = std::move(text).value();
   }
 
-  StatusOr<std::unique_ptr<TuningDatabase>> opened = TuningDatabase::open(path);
+  StatusOr<std::unique_ptr<TuningDatabase>> opened = TuningDatabase::open(missing ? ":memory:" : path);
   if (!opened.ok()) return status_exit(opened.status());
   TuningDatabase& db = **opened;
   if (const DbOpenReport& r = db.report(); !r.moved_aside.empty()) {

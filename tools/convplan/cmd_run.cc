@@ -256,6 +256,26 @@ int engines_command(const GlobalOptions& /*global*/, const EnginesOptions& o) {
   return kExitOk;
 }
 
+namespace {
+
+// The devices document; `no_gpu` is the reason when there is no usable GPU (gpus then empty).
+nlohmann::json devices_json(const std::string& driver_version, int driver,
+                            const nlohmann::json& gpus, const std::string& no_gpu) {
+  nlohmann::json j = {{"format", "convplan-devices"},
+                      {"version", 1},
+                      {"date", utc_timestamp()},
+                      {"driver_version", driver_version},
+                      {"driver_cuda_version", cuda_version_text(driver)},
+                      {"cuda_runtime_version", cuda_version_text(cuda_runtime_version())},
+                      {"cudnn_version", cudnn_version_text(cudnn_runtime_version())},
+                      {"convplan_version", convplan_version()},
+                      {"gpus", gpus}};
+  if (!no_gpu.empty()) j["no_gpu_reason"] = no_gpu;
+  return j;
+}
+
+}  // namespace
+
 int devices_command(const GlobalOptions& /*global*/, const DevicesOptions& o) {
   const int driver = driver_cuda_version();
   const std::string driver_version = nvidia_driver_version();
@@ -263,7 +283,16 @@ int devices_command(const GlobalOptions& /*global*/, const DevicesOptions& o) {
   human << "convplan " << convplan_version() << ", cuDNN "
         << cudnn_version_text(cudnn_runtime_version()) << ", CUDA runtime "
         << cuda_version_text(cuda_runtime_version()) << "\n";
-  if (int rc = gpu_missing(); rc != kExitOk) return rc;
+  if (const Status g = gpu_available(); !g.ok()) {
+    // Scripts asking for JSON get a document here too: no devices, and why (exit status 3).
+    if (!o.json_path.empty()) {
+      const nlohmann::json j = devices_json(driver_version, driver, nlohmann::json::array(), g.message());
+      if (Status s = write_text(o.json_path, j.dump(2) + "\n"); !s.ok()) {
+        return fail(kExitFailure, s.to_string());
+      }
+    }
+    return gpu_missing();
+  }
   std::shared_ptr<Backend> backend = make_cudnn_backend();
   Table table({"gpu", "name", "cc", "SMs", "L2", "memory", "uuid", "model key"},
               {true, false, false, true, true, true, false, false});
@@ -291,15 +320,7 @@ int devices_command(const GlobalOptions& /*global*/, const DevicesOptions& o) {
         << cuda_version_text(driver) << ")\n";
   table.print(human);
   if (!o.json_path.empty()) {
-    nlohmann::json j = {{"format", "convplan-devices"},
-                        {"version", 1},
-                        {"date", utc_timestamp()},
-                        {"driver_version", driver_version},
-                        {"driver_cuda_version", cuda_version_text(driver)},
-                        {"cuda_runtime_version", cuda_version_text(cuda_runtime_version())},
-                        {"cudnn_version", cudnn_version_text(cudnn_runtime_version())},
-                        {"convplan_version", convplan_version()},
-                        {"gpus", gpus}};
+    const nlohmann::json j = devices_json(driver_version, driver, gpus, "");
     if (Status s = write_text(o.json_path, j.dump(2) + "\n"); !s.ok()) {
       return fail(kExitFailure, s.to_string());
     }
