@@ -9,6 +9,8 @@ import json
 import statistics
 import time
 
+from provenance import provenance
+
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -39,7 +41,7 @@ def main():
         with open(args.json, "w") as f:
             json.dump({"format": "torch-call-cost", "us_per_call": med, "batches_us": per_call,
                        "torch": torch.__version__, "cudnn": torch.backends.cudnn.version(),
-                       "gpu": torch.cuda.get_device_name()}, f, indent=1)
+                       "gpu": torch.cuda.get_device_name(), "provenance": provenance()}, f, indent=1)
 
 
 if __name__ == "__main__":

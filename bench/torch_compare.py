@@ -31,6 +31,8 @@ import sys
 import tempfile
 import time
 
+from provenance import provenance
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -333,6 +335,7 @@ def main(argv):
                                      "first call timed on the host, synchronized",
                      "torch_cudnn_benchmark": True, "convplan_exit_status": rc},
         "rows": compared, "totals": totals, "convplan": cp,
+        "provenance": provenance(),
     }
     with open(out, "w") as f:
         json.dump(doc, f, indent=2)

@@ -15,6 +15,8 @@ import argparse
 import json
 import sys
 
+from provenance import provenance
+
 MODES = ("heuristic", "limited", "exhaustive")
 
 
@@ -89,7 +91,7 @@ def main(argv):
         with open(args.json, "w") as f:
             json.dump({"format": "convplan-tune-modes", "version": 1, "settings": s, "gpu": first["gpu"],
                        "cudnn": first["cudnn"], "date": first["date"], "modes": modes,
-                       "layers": layers, "totals": totals}, f, indent=1)
+                       "layers": layers, "totals": totals, "provenance": provenance()}, f, indent=1)
             f.write("\n")
 
 
