@@ -378,6 +378,23 @@ TEST_F(Cli, CommandsThatNeedAGpuExit3WithTheReason) {
   }
 }
 
+TEST_F(Cli, DevicesJsonWithoutAGpuIsADocumentWithNoDevicesAndTheReason) {
+  if (gpu_here()) GTEST_SKIP() << "this machine has a GPU";
+  const Result r = run({"devices", "--json", "-"});
+  EXPECT_EQ(r.exit_code, 3) << describe(r);
+  const nlohmann::json j = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << describe(r);
+  EXPECT_EQ(j["format"], "convplan-devices");
+  ASSERT_TRUE(j["gpus"].is_array()) << describe(r);
+  EXPECT_TRUE(j["gpus"].empty());
+  EXPECT_EQ(j["no_gpu_reason"], gpu_available().message());
+  EXPECT_EQ(j["convplan_version"], convplan_version());
+  // To a file as well.
+  EXPECT_EQ(run({"devices", "--json", path("devices.json")}).exit_code, 3);
+  const nlohmann::json f = nlohmann::json::parse(read_all(path("devices.json")), nullptr, false);
+  EXPECT_TRUE(f.is_object() && f["gpus"].empty()) << read_all(path("devices.json"));
+}
+
 TEST_F(Cli, UsageErrorsWinOverAMissingGpu) {
   // The descriptor is checked before the GPU, so scripts see 2 for their own mistakes.
   const Result r = run({"run", "ic8ih8oc8kh0"});
