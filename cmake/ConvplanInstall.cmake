@@ -50,6 +50,11 @@ set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION libdevel)
 # cuDNN and the CUDA toolkit usually come from NVIDIA's repository or a wheel, under names that
-# vary; they are not declared. SQLite is (the shared library links it; the static one's users do).
-set(CPACK_DEBIAN_PACKAGE_DEPENDS "libsqlite3-0, libsqlite3-dev, libstdc++6")
+# vary; they are not declared. SQLite is: the shared library links it, and the static library's
+# users link it (convplanConfig.cmake finds it), so they need its development package.
+if(BUILD_SHARED_LIBS)
+  set(CPACK_DEBIAN_PACKAGE_DEPENDS "libsqlite3-0, libstdc++6")
+else()
+  set(CPACK_DEBIAN_PACKAGE_DEPENDS "libsqlite3-dev, libstdc++6")
+endif()
 include(CPack)
