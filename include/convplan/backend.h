@@ -16,6 +16,7 @@
 
 #include "convplan/device.h"
 #include "convplan/engine_config.h"
+#include "convplan/export.h"
 #include "convplan/problem.h"
 #include "convplan/status.h"
 
@@ -27,7 +28,7 @@ namespace convplan {
 
 // Device pointers of the three logical tensors (see problem.h); the direction says which one
 // is written. Every pointer must be valid for the problem's span of its tensor.
-struct TensorPointers {
+struct CONVPLAN_EXPORT TensorPointers {
   void* x = nullptr;
   void* w = nullptr;
   void* y = nullptr;
@@ -36,7 +37,7 @@ struct TensorPointers {
 
 // Device memory for workspaces and tuning buffers. Frameworks supply their own (a caching
 // allocator); backends supply a default. Must be thread-safe.
-class DeviceAllocator {
+class CONVPLAN_EXPORT DeviceAllocator {
  public:
   virtual ~DeviceAllocator() = default;
   // Returns kOutOfMemory (not a crash) when the memory is not there. bytes == 0 gives nullptr.
@@ -45,7 +46,7 @@ class DeviceAllocator {
 };
 
 // RAII ownership of one allocation from a DeviceAllocator. Move-only.
-class DeviceBuffer {
+class CONVPLAN_EXPORT DeviceBuffer {
  public:
   DeviceBuffer() = default;
   DeviceBuffer(DeviceAllocator* allocator, void* ptr, size_t bytes)
@@ -87,7 +88,7 @@ class DeviceBuffer {
   size_t bytes_ = 0;
 };
 
-class Plan {
+class CONVPLAN_EXPORT Plan {
  public:
   virtual ~Plan() = default;
   virtual cudnnHandle_t handle() const = 0;  // the handle it was built with
@@ -113,15 +114,15 @@ enum class CandidateSource {
   kFallback,          // CUDNN_HEUR_MODE_FALLBACK
   kAllEngines,        // every global engine index that supports the problem, default knobs
 };
-const char* to_string(CandidateSource s);
+CONVPLAN_EXPORT const char* to_string(CandidateSource s);
 
-struct Candidate {
+struct CONVPLAN_EXPORT Candidate {
   EngineConfig config;
   NoteSet notes = 0;
   int rank = 0;  // position in the source's order, 0 = the source's first choice
 };
 
-class Backend {
+class CONVPLAN_EXPORT Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string name() const = 0;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "convplan/backend.h"
+#include "convplan/export.h"
 #include "convplan/status.h"
 
 typedef struct CUstream_st* cudaStream_t;
@@ -17,16 +18,16 @@ typedef struct CUstream_st* cudaStream_t;
 namespace convplan {
 
 // ok when a CUDA device can be used; else kNoDevice with the reason (no driver, no device).
-Status gpu_available();
-int cuda_device_count();  // 0 where gpu_available() is not ok
+CONVPLAN_EXPORT Status gpu_available();
+CONVPLAN_EXPORT int cuda_device_count();  // 0 where gpu_available() is not ok
 // The cuDNN library actually loaded, e.g. 91900 (cudnnGetVersion()), and the CUDA runtime's.
-int64_t cudnn_runtime_version();
-int cuda_runtime_version();
+CONVPLAN_EXPORT int64_t cudnn_runtime_version();
+CONVPLAN_EXPORT int cuda_runtime_version();
 
-std::shared_ptr<Backend> make_cudnn_backend();
+CONVPLAN_EXPORT std::shared_ptr<Backend> make_cudnn_backend();
 
 // A cuDNN handle on `device`, bound to a non-blocking stream that it owns. Move-only.
-class CudnnContext {
+class CONVPLAN_EXPORT CudnnContext {
  public:
   static StatusOr<CudnnContext> create(int device = 0);
   CudnnContext(CudnnContext&& other) noexcept;
@@ -49,10 +50,10 @@ class CudnnContext {
 };
 
 // cudaMalloc/cudaFree on the current device; kOutOfMemory when cudaMalloc says so.
-DeviceAllocator& cuda_allocator();
+CONVPLAN_EXPORT DeviceAllocator& cuda_allocator();
 
 // One engine index's answer for a problem, for `convplan engines`.
-struct EngineReport {
+struct CONVPLAN_EXPORT EngineReport {
   int64_t engine_id = -1;
   Status status;  // ok when a plan with default knobs finalized
   NoteSet notes = 0;
@@ -60,7 +61,7 @@ struct EngineReport {
   int64_t workspace_bytes = 0;  // with default knobs, when it finalized
 };
 // Every global engine index of the problem's operation, in order.
-StatusOr<std::vector<EngineReport>> inspect_engines(cudnnHandle_t handle,
+CONVPLAN_EXPORT StatusOr<std::vector<EngineReport>> inspect_engines(cudnnHandle_t handle,
                                                     const ConvProblem& problem);
 
 }  // namespace convplan

@@ -5,9 +5,11 @@
 #include <cstdint>
 #include <string>
 
+#include "convplan/export.h"
+
 namespace convplan {
 
-struct DeviceInfo {
+struct CONVPLAN_EXPORT DeviceInfo {
   int ordinal = -1;            // CUDA device index in this process
   std::string uuid;            // "GPU-8f0c..." style; distinguishes two cards of one model
   std::string name;            // "NVIDIA H200"

@@ -12,18 +12,19 @@
 #include <string_view>
 #include <vector>
 
+#include "convplan/export.h"
 #include "convplan/status.h"
 
 namespace convplan {
 
 // One knob set to one value. `type` is cuDNN's cudnnBackendKnobType_t value.
-struct KnobChoice {
+struct CONVPLAN_EXPORT KnobChoice {
   int64_t type = 0;
   int64_t value = 0;
   auto operator<=>(const KnobChoice&) const = default;
 };
 
-struct EngineConfig {
+struct CONVPLAN_EXPORT EngineConfig {
   int64_t engine_id = -1;         // cuDNN's global engine index (CUDNN_ATTR_ENGINE_GLOBAL_INDEX)
   std::vector<KnobChoice> knobs;  // sorted by type, one entry per type
   // An exact problem rewrite (convplan/rewrite.h) whose rewritten problem the engine runs, by
@@ -39,7 +40,7 @@ struct EngineConfig {
 };
 
 // Whether `name` can be EngineConfig::rewrite: non-empty, lower-case letters and digits.
-bool is_rewrite_name(std::string_view name);
+CONVPLAN_EXPORT bool is_rewrite_name(std::string_view name);
 
 // Engine notes as bits: numerical notes (what a filter may forbid), then behaviour notes.
 enum Note : uint32_t {
@@ -60,11 +61,11 @@ enum Note : uint32_t {
 using NoteSet = uint32_t;
 
 // "tensor_core,non_deterministic" (empty for none); parse takes the same names.
-std::string notes_to_string(NoteSet notes);
-StatusOr<NoteSet> parse_notes(std::string_view text);
+CONVPLAN_EXPORT std::string notes_to_string(NoteSet notes);
+CONVPLAN_EXPORT StatusOr<NoteSet> parse_notes(std::string_view text);
 
 // The range one knob of one engine accepts (CUDNN_ATTR_KNOB_INFO_*).
-struct KnobInfo {
+struct CONVPLAN_EXPORT KnobInfo {
   int64_t type = 0;
   std::string name;  // cuDNN's name without the prefix: "SPLIT_K", "TILE_SIZE", ...
   int64_t min_value = 0;
@@ -74,6 +75,6 @@ struct KnobInfo {
 };
 
 // cuDNN's knob name for a knob type ("SPLIT_K"), or "k<type>" for an unknown one.
-std::string knob_type_name(int64_t type);
+CONVPLAN_EXPORT std::string knob_type_name(int64_t type);
 
 }  // namespace convplan

@@ -4,8 +4,10 @@
 // examples/ consumer against both. Internals (src/) are never marked.
 #pragma once
 
+// The standard attribute form: it may follow [[nodiscard]] (class [[nodiscard]] CONVPLAN_EXPORT
+// Status), where GCC rejects __attribute__.
 #if defined(__GNUC__) || defined(__clang__)
-#define CONVPLAN_EXPORT __attribute__((visibility("default")))
+#define CONVPLAN_EXPORT [[gnu::visibility("default")]]
 #else
 #define CONVPLAN_EXPORT
 #endif

@@ -11,29 +11,30 @@
 #include <functional>
 #include <string_view>
 
+#include "convplan/export.h"
 #include "convplan/status.h"
 
 namespace convplan {
 
 enum class LogLevel { kDebug, kInfo, kWarning, kError, kOff };
-const char* to_string(LogLevel level);  // "debug", "info", "warning", "error", "off"
+CONVPLAN_EXPORT const char* to_string(LogLevel level);  // "debug", "info", "warning", "error", "off"
 // The names above; anything else is kInvalidArgument naming the value.
-StatusOr<LogLevel> parse_log_level(std::string_view text);
+CONVPLAN_EXPORT StatusOr<LogLevel> parse_log_level(std::string_view text);
 
 // `message` has no prefix and no trailing newline.
 using LogSink = std::function<void(LogLevel level, std::string_view message)>;
 
 // Replaces the sink; null restores the default (stderr).
-void set_log_sink(LogSink sink);
+CONVPLAN_EXPORT void set_log_sink(LogSink sink);
 // Messages below `level` are dropped before they reach the sink; kOff drops all.
-void set_log_level(LogLevel level);
-LogLevel log_level();
+CONVPLAN_EXPORT void set_log_level(LogLevel level);
+CONVPLAN_EXPORT LogLevel log_level();
 // Sets the level from CONVPLAN_LOG_LEVEL when it is set and not empty; a bad value is
 // kInvalidArgument naming the variable and the value, and leaves the level as it was.
-Status set_log_level_from_environment();
+CONVPLAN_EXPORT Status set_log_level_from_environment();
 
 // True when a message at `level` would reach the sink (to skip building one that would not).
-bool log_enabled(LogLevel level);
-void log(LogLevel level, std::string_view message);
+CONVPLAN_EXPORT bool log_enabled(LogLevel level);
+CONVPLAN_EXPORT void log(LogLevel level, std::string_view message);
 
 }  // namespace convplan

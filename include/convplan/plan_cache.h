@@ -21,6 +21,7 @@
 #include <string>
 
 #include "convplan/backend.h"
+#include "convplan/export.h"
 #include "convplan/status.h"
 #include "convplan/tune_policy.h"
 #include "convplan/tuner.h"
@@ -29,7 +30,7 @@
 
 namespace convplan {
 
-struct CacheStats {
+struct CONVPLAN_EXPORT CacheStats {
   uint64_t hits = 0;
   uint64_t misses = 0;
   uint64_t tunes = 0;        // tunes run (one per key, barring failures)
@@ -46,7 +47,7 @@ struct CacheStats {
   std::string to_string() const;
 };
 
-struct PlanCacheOptions {
+struct CONVPLAN_EXPORT PlanCacheOptions {
   std::shared_ptr<Backend> backend;        // required
   // Maximum plans held; unset: CONVPLAN_CACHE_CAPACITY, else 10000. 0 disables caching of plans
   // (each call builds and drops its plan; records are still kept).
@@ -69,10 +70,10 @@ enum class AcquireOutcome {
   kTuned,        // this call tuned the problem
   kWaited,       // another call was loading or tuning it; this one waited, then built its plan
 };
-const char* to_string(AcquireOutcome outcome);  // "hit", "clone", "json_clone", "database", ...
+CONVPLAN_EXPORT const char* to_string(AcquireOutcome outcome);  // "hit", "clone", "json_clone", "database", ...
 
 // A pinned plan: while it lives the plan is not evicted. Move-only; use from one thread.
-class PlanRef {
+class CONVPLAN_EXPORT PlanRef {
  public:
   PlanRef() = default;
   PlanRef(PlanRef&& other) noexcept;
@@ -95,7 +96,7 @@ class PlanRef {
   std::shared_ptr<void> owner_;  // keeps an uncached plan (capacity 0) alive
 };
 
-class PlanCache {
+class CONVPLAN_EXPORT PlanCache {
  public:
   static StatusOr<std::unique_ptr<PlanCache>> create(PlanCacheOptions options);
   ~PlanCache();

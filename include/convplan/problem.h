@@ -20,6 +20,7 @@
 #include <string>
 #include <string_view>
 
+#include "convplan/export.h"
 #include "convplan/status.h"
 
 namespace convplan {
@@ -43,24 +44,24 @@ using TensorStrides = std::array<int64_t, kMaxTensorRank>;
 
 // Name used in text forms and messages: "fwd", "bwd_data", "bwd_filter"; "f32", "f16", "bf16",
 // "f64"; "nchw" (channels-first), "nhwc" (channels-last), "explicit".
-const char* to_string(Direction d);
-const char* to_string(DataType t);
-const char* to_string(Layout l);
-const char* to_string(TensorRole r);  // "x", "w", "y"
+CONVPLAN_EXPORT const char* to_string(Direction d);
+CONVPLAN_EXPORT const char* to_string(DataType t);
+CONVPLAN_EXPORT const char* to_string(Layout l);
+CONVPLAN_EXPORT const char* to_string(TensorRole r);  // "x", "w", "y"
 // The one of (x, w, y) that `role` names, e.g. by_role(p.output_tensor(), dx, dw, dy).
 template <typename T>
 T& by_role(TensorRole role, T& x, T& w, T& y) {
   return role == TensorRole::kX ? x : role == TensorRole::kW ? w : y;
 }
-StatusOr<Direction> parse_direction(std::string_view s);
-StatusOr<DataType> parse_data_type(std::string_view s);
-StatusOr<Layout> parse_layout(std::string_view s);
-int64_t size_of(DataType t);  // bytes per element
+CONVPLAN_EXPORT StatusOr<Direction> parse_direction(std::string_view s);
+CONVPLAN_EXPORT StatusOr<DataType> parse_data_type(std::string_view s);
+CONVPLAN_EXPORT StatusOr<Layout> parse_layout(std::string_view s);
+CONVPLAN_EXPORT int64_t size_of(DataType t);  // bytes per element
 // fp64 for fp64 data, fp32 otherwise.
-DataType default_compute_type(DataType data_type);
+CONVPLAN_EXPORT DataType default_compute_type(DataType data_type);
 
 // Dimensions and element strides of one tensor in logical order (N, C, spatial...).
-struct TensorShape {
+struct CONVPLAN_EXPORT TensorShape {
   int rank = 0;  // spatial_dims + 2
   TensorStrides dims{};
   TensorStrides strides{};
@@ -69,7 +70,7 @@ struct TensorShape {
   bool operator==(const TensorShape&) const = default;
 };
 
-struct ConvProblem {
+struct CONVPLAN_EXPORT ConvProblem {
   Direction direction = Direction::kForward;
   int spatial_dims = 2;  // 1, 2 or 3
   int64_t n = 1;
@@ -130,7 +131,7 @@ struct ConvProblem {
 // rd/rh/rw for asymmetric padding after (pd/ph/pw then mean before), benchdnn's dilation
 // convention (dh0 = no dilation) and its defaults. Spatial rank is taken from the letters given.
 // Errors name the offending part and its position: "at 12 ('kh0'): kh must be >= 1".
-StatusOr<ConvProblem> parse_problem(std::string_view text);
+CONVPLAN_EXPORT StatusOr<ConvProblem> parse_problem(std::string_view text);
 
 // Which pass of a transposed convolution (deconvolution) to run.
 enum class TransposedPass {
@@ -142,7 +143,7 @@ enum class TransposedPass {
 // A transposed convolution as users think of it (PyTorch's ConvTranspose): input x of
 // (n, c, input...), weight w of (c, k / groups, filter...), output of (n, k, output()...) with
 // output = (input-1)*stride - pad_before - pad_after + dilation*(filter-1) + output_padding + 1.
-struct TransposedConvProblem {
+struct CONVPLAN_EXPORT TransposedConvProblem {
   int spatial_dims = 2;
   int64_t n = 1;
   int64_t c = 1;  // the deconvolution's input channels

@@ -17,6 +17,7 @@
 #include <string>
 #include <string_view>
 
+#include "convplan/export.h"
 #include "convplan/problem.h"
 #include "convplan/status.h"
 
@@ -27,9 +28,9 @@ namespace convplan {
 inline constexpr int kTunerFormatVersion = 1;
 
 // The version string of this library, e.g. "0.1.0".
-const char* convplan_version();
+CONVPLAN_EXPORT const char* convplan_version();
 
-struct RecordKey {
+struct CONVPLAN_EXPORT RecordKey {
   std::string device_model;  // DeviceInfo::model_key(): "NVIDIA H200|sm90|sms132|cudnn91900"
   ConvProblem problem;
   std::string policy;  // the tuner policy's digest; must not be empty
@@ -47,11 +48,11 @@ struct RecordKey {
 
 // The text form from parts already in text: what RecordKey::to_string() and TuningRecord::key()
 // both use, so that a key is written one way only.
-std::string record_key_text(std::string_view device_model, std::string_view problem,
+CONVPLAN_EXPORT std::string record_key_text(std::string_view device_model, std::string_view problem,
                             std::string_view policy, std::string_view library_version,
                             int tuner_format = kTunerFormatVersion);
 
 // The cuDNN version at the end of a DeviceInfo::model_key() ("...|cudnn91900" -> 91900), if any.
-std::optional<int64_t> cudnn_version_of_model(std::string_view device_model);
+CONVPLAN_EXPORT std::optional<int64_t> cudnn_version_of_model(std::string_view device_model);
 
 }  // namespace convplan

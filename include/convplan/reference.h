@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "convplan/engine_config.h"
+#include "convplan/export.h"
 #include "convplan/problem.h"
 #include "convplan/status.h"
 
@@ -17,7 +18,7 @@ namespace convplan {
 // Buffers in the problem's memory layout (strides of x_shape(), w_shape(), y_shape()), each of
 // its tensor's span_elements(). The direction's output tensor is read (for beta) and written;
 // the others are only read. REQUIRES: problem.validate().ok() (else kInvalidArgument).
-Status reference_convolution(const ConvProblem& problem, std::vector<double>& x,
+CONVPLAN_EXPORT Status reference_convolution(const ConvProblem& problem, std::vector<double>& x,
                              std::vector<double>& w, std::vector<double>& y);
 
 // The same convolution at chosen elements of the output tensor only, for problems too large for a
@@ -26,21 +27,21 @@ Status reference_convolution(const ConvProblem& problem, std::vector<double>& x,
 // problem's data type and layout; the output tensor's buffer supplies the old value for beta.
 // Cost per element: the products that make it (c/groups * filter for fwd, k/groups * filter for
 // bwd_data, n * output size for bwd_filter). REQUIRES: problem.validate().ok().
-Status reference_convolution_at(const ConvProblem& problem, const void* x, const void* w,
+CONVPLAN_EXPORT Status reference_convolution_at(const ConvProblem& problem, const void* x, const void* w,
                                 const void* y, const std::vector<int64_t>& offsets,
                                 std::vector<double>& out);
 
 // Conversions between doubles and the problem's data type in host memory (fp16 and bf16 with
 // round-to-nearest-even), for filling device buffers and reading them back.
-void to_data_type(DataType t, const double* src, void* dst, int64_t count);
-void from_data_type(DataType t, const void* src, double* dst, int64_t count);
+CONVPLAN_EXPORT void to_data_type(DataType t, const double* src, void* dst, int64_t count);
+CONVPLAN_EXPORT void from_data_type(DataType t, const void* src, double* dst, int64_t count);
 
 // ||a - b||_2 / ||b||_2 (0 when both are zero; infinity when only b is zero or a has NaN).
-double relative_l2_error(const std::vector<double>& a, const std::vector<double>& b);
+CONVPLAN_EXPORT double relative_l2_error(const std::vector<double>& a, const std::vector<double>& b);
 
 // The relative L2 error an engine with `notes` may have against the reference for the problem's
 // types: 1e-12 fp64, 1e-5 fp32 without tensor cores, 5e-3 fp32 with TF32 (kNoteTensorCore or
 // kNoteDownConvertInputs), 1e-2 fp16 and bf16.
-double relative_error_tolerance(const ConvProblem& problem, NoteSet notes);
+CONVPLAN_EXPORT double relative_error_tolerance(const ConvProblem& problem, NoteSet notes);
 
 }  // namespace convplan

@@ -31,13 +31,14 @@
 #include <vector>
 
 #include "convplan/backend.h"
+#include "convplan/export.h"
 #include "convplan/problem.h"
 #include "convplan/status.h"
 
 namespace convplan {
 
 // Which rewrite: block 1 = no space-to-depth; multiples 1 = no padding.
-struct RewriteSpec {
+struct CONVPLAN_EXPORT RewriteSpec {
   int64_t block = 1;
   int64_t c_multiple = 1;  // the rewritten C (b^D * C) rounded up to this
   int64_t k_multiple = 1;  // K rounded up to this
@@ -47,7 +48,7 @@ struct RewriteSpec {
   bool operator==(const RewriteSpec&) const = default;
 };
 
-struct Rewrite {
+struct CONVPLAN_EXPORT Rewrite {
   RewriteSpec spec;
   ConvProblem original;
   ConvProblem rewritten;
@@ -63,23 +64,23 @@ struct Rewrite {
 // The rewrite `spec` of `problem`; kNotSupported naming the reason where it is not exact or not
 // defined (explicit strides, dilation, groups, a block that does not divide a stride, the
 // identity), kInvalidArgument for an invalid problem.
-StatusOr<Rewrite> make_rewrite(const ConvProblem& problem, const RewriteSpec& spec);
+CONVPLAN_EXPORT StatusOr<Rewrite> make_rewrite(const ConvProblem& problem, const RewriteSpec& spec);
 // The rewrites with_rewrites() tries for `problem`, in this order: space-to-depth for every block
 // dividing all strides when the problem has few channels (C < 16), each alone and with its
 // channels padded to 4, 8 or 16 where that changes them; channel padding alone where C is not a
 // multiple of 8; where K is not a multiple of 8, each of these pads K to 8 too, and K padding
 // alone is added. Duplicates (the same rewritten problem) are left out. Problems with many
 // channels get none: space-to-depth and padding pay where few channels starve the tensor cores.
-std::vector<Rewrite> applicable_rewrites(const ConvProblem& problem);
+CONVPLAN_EXPORT std::vector<Rewrite> applicable_rewrites(const ConvProblem& problem);
 
 // The host twin of the transform kernels. to_rewritten: dst (the rewritten tensor) from src (the
 // original); else dst = alpha * (original tensor gathered from the rewritten src) + beta * dst.
 // Buffers hold `type` elements in the problems' layouts (packed, span_elements() each).
-Status transform_host(const Rewrite& rewrite, char tensor, bool to_rewritten, DataType type,
+CONVPLAN_EXPORT Status transform_host(const Rewrite& rewrite, char tensor, bool to_rewritten, DataType type,
                       const void* src, void* dst, double alpha = 1.0, double beta = 0.0);
 
 // Wraps `inner` (see above). Reads CONVPLAN_REWRITES once, here: "off"/"0" gives a wrapper that
 // adds no candidate (it still builds tagged configs, e.g. from a database).
-std::shared_ptr<Backend> with_rewrites(std::shared_ptr<Backend> inner);
+CONVPLAN_EXPORT std::shared_ptr<Backend> with_rewrites(std::shared_ptr<Backend> inner);
 
 }  // namespace convplan

@@ -11,6 +11,8 @@
 #include <string>
 #include <utility>
 
+#include "convplan/export.h"
+
 namespace convplan {
 
 enum class StatusCode {
@@ -28,9 +30,9 @@ enum class StatusCode {
   kInternal,         // a bug in convplan
 };
 
-const char* status_code_name(StatusCode code);
+CONVPLAN_EXPORT const char* status_code_name(StatusCode code);
 
-class [[nodiscard]] Status {
+class [[nodiscard]] CONVPLAN_EXPORT Status {
  public:
   Status() = default;
   Status(StatusCode code, std::string message) : code_(code), message_(std::move(message)) {}

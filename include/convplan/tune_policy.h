@@ -13,6 +13,7 @@
 
 #include "convplan/device.h"
 #include "convplan/engine_config.h"
+#include "convplan/export.h"
 #include "convplan/problem.h"
 #include "convplan/record_key.h"
 #include "convplan/status.h"
@@ -24,12 +25,12 @@ enum class TuneMode {
   kLimited,     // time the heuristics' candidates within the workspace limit (the default)
   kExhaustive,  // every engine index and its knob combinations, within budget_ms
 };
-const char* to_string(TuneMode m);  // "heuristic", "limited", "exhaustive"
-StatusOr<TuneMode> parse_tune_mode(std::string_view s);
+CONVPLAN_EXPORT const char* to_string(TuneMode m);  // "heuristic", "limited", "exhaustive"
+CONVPLAN_EXPORT StatusOr<TuneMode> parse_tune_mode(std::string_view s);
 
 // One disabled engine: every configuration of engine_id, or only those whose knobs include all
 // of `knobs`. Text: "5" or "5:k3=1,k10=0"; lists are comma-free between entries: "5;7:k3=1;12".
-struct EngineRule {
+struct CONVPLAN_EXPORT EngineRule {
   int64_t engine_id = -1;
   std::vector<KnobChoice> knobs;
   bool matches(const EngineConfig& config) const;
@@ -37,7 +38,7 @@ struct EngineRule {
 };
 // Parses "5;7:k3=1;12" (';' or whitespace between rules). Errors name the offending rule and its
 // position; an empty string gives an empty list.
-StatusOr<std::vector<EngineRule>> parse_engine_rules(std::string_view text);
+CONVPLAN_EXPORT StatusOr<std::vector<EngineRule>> parse_engine_rules(std::string_view text);
 
 // A rule of a rules file in the spirit of cudnn-frontend's errata filter: a candidate is dropped
 // when every given field matches. JSON: {"rules":[{"id":"...","direction":"fwd",
@@ -45,7 +46,7 @@ StatusOr<std::vector<EngineRule>> parse_engine_rules(std::string_view text);
 // "rewrite" matches candidates of a rewritten problem (convplan/rewrite.h): "s2d2" that rewrite,
 // "*" every rewrite, "" only the problem itself; {"id":"no-s2d","rewrite":"s2d2"} disables s2d2
 // for every engine. A disabled-engine rule ("5") matches engine 5 with or without a rewrite.
-struct ErrataRule {
+struct CONVPLAN_EXPORT ErrataRule {
   std::string id;                        // for messages
   std::optional<Direction> direction;
   std::optional<DataType> data_type;
@@ -65,11 +66,11 @@ struct ErrataRule {
   bool operator==(const ErrataRule&) const = default;
 };
 // Errors name the file (or "<text>"), the rule's index and the field.
-StatusOr<std::vector<ErrataRule>> parse_errata_rules(std::string_view json_text,
+CONVPLAN_EXPORT StatusOr<std::vector<ErrataRule>> parse_errata_rules(std::string_view json_text,
                                                      std::string_view source_name);
-StatusOr<std::vector<ErrataRule>> load_errata_file(const std::string& path);
+CONVPLAN_EXPORT StatusOr<std::vector<ErrataRule>> load_errata_file(const std::string& path);
 
-struct TunePolicy {
+struct CONVPLAN_EXPORT TunePolicy {
   TuneMode mode = TuneMode::kLimited;
   std::vector<EngineRule> disabled_fwd;          // CONVPLAN_DISABLED_FWD_ENGINES
   std::vector<EngineRule> disabled_bwd_data;     // CONVPLAN_DISABLED_BWD_DATA_ENGINES
@@ -101,7 +102,7 @@ struct TunePolicy {
 };
 
 // The key of `problem` tuned on `device` under `policy` by this library.
-RecordKey record_key(const DeviceInfo& device, const ConvProblem& problem,
+CONVPLAN_EXPORT RecordKey record_key(const DeviceInfo& device, const ConvProblem& problem,
                      const TunePolicy& policy);
 
 }  // namespace convplan

@@ -10,13 +10,14 @@
 #include <memory>
 
 #include "convplan/backend.h"
+#include "convplan/export.h"
 #include "convplan/status.h"
 #include "convplan/tune_policy.h"
 #include "convplan/tuning_record.h"
 
 namespace convplan {
 
-struct TunerOptions {
+struct CONVPLAN_EXPORT TunerOptions {
   // Problems whose float64 reference costs at most this many multiply-adds are checked against
   // it; larger ones by the agreement of independent candidates.
   double reference_max_flops = 2e8;
@@ -25,7 +26,7 @@ struct TunerOptions {
   std::function<void(const EngineConfig&, void* output, size_t bytes)> after_candidate_run;
 };
 
-class Tuner {
+class CONVPLAN_EXPORT Tuner {
  public:
   explicit Tuner(std::shared_ptr<Backend> backend, TunerOptions options = {});
 

@@ -11,32 +11,33 @@
 #include <string>
 #include <vector>
 
+#include "convplan/export.h"
 #include "convplan/status.h"
 #include "convplan/tuning_record.h"
 
 namespace convplan {
 
-struct DbOpenReport {
+struct CONVPLAN_EXPORT DbOpenReport {
   std::string path;             // the file opened ("" for in-memory)
   std::string moved_aside;      // where a damaged file was moved, if one was
   std::string reason;           // why it was moved aside, or why WAL was not used
   bool wal = false;
 };
 
-struct DbVerifyReport {
+struct CONVPLAN_EXPORT DbVerifyReport {
   int64_t records = 0;   // rows read
   int64_t valid = 0;     // rows that parse and whose key matches their contents
   std::vector<std::string> problems;  // one line per bad row: its key (or rowid) and why
 };
 
 // Which records prune() removes; unset fields match everything.
-struct PruneFilter {
+struct CONVPLAN_EXPORT PruneFilter {
   std::optional<int64_t> older_than_unix;  // tuned before this time
   std::optional<std::string> device_model; // exact DeviceInfo::model_key()
   std::optional<int64_t> cudnn_version;    // records tuned under this cuDNN version
 };
 
-class TuningDatabase {
+class CONVPLAN_EXPORT TuningDatabase {
  public:
   // The default path: $CONVPLAN_DB, else $XDG_CACHE_HOME/convplan/tuning.db, else
   // ~/.cache/convplan/tuning.db. "off" and ":memory:" mean no file.

@@ -9,6 +9,7 @@
 
 #include "convplan/device.h"
 #include "convplan/engine_config.h"
+#include "convplan/export.h"
 #include "convplan/problem.h"
 #include "convplan/record_key.h"
 #include "convplan/status.h"
@@ -16,7 +17,7 @@
 namespace convplan {
 
 // What the tuner saw of one candidate, for reports.
-struct CandidateResult {
+struct CONVPLAN_EXPORT CandidateResult {
   EngineConfig config;
   NoteSet notes = 0;
   int rank = 0;              // heuristic rank, used to break timing ties
@@ -30,7 +31,7 @@ struct CandidateResult {
   bool operator==(const CandidateResult&) const = default;
 };
 
-struct TuningRecord {
+struct CONVPLAN_EXPORT TuningRecord {
   // The key parts (a RecordKey in text, as stored): everything that can change the answer.
   std::string device_model;      // DeviceInfo::model_key()
   std::string problem;           // ConvProblem::to_string()
@@ -57,7 +58,7 @@ struct TuningRecord {
 };
 
 // JSON (nlohmann-json inside; nothing of it in this header). from_json names the field at fault.
-std::string to_json(const TuningRecord& record);
-StatusOr<TuningRecord> tuning_record_from_json(std::string_view json);
+CONVPLAN_EXPORT std::string to_json(const TuningRecord& record);
+CONVPLAN_EXPORT StatusOr<TuningRecord> tuning_record_from_json(std::string_view json);
 
 }  // namespace convplan
