@@ -54,10 +54,12 @@ void block_dimension(const ConvProblem& p, int64_t b, int d, ConvProblem& q, int
 }  // namespace
 
 std::string RewriteSpec::name() const {
+  // Appended piece by piece, not "c" + std::to_string(..): GCC 12's false -Wrestrict at -O3
+  // (core/quoted.h) fails a Release build with CONVPLAN_WERROR.
   std::string s;
-  if (block > 1) s += "s2d" + std::to_string(block);
-  if (c_multiple > 1) s += "c" + std::to_string(c_multiple);
-  if (k_multiple > 1) s += "k" + std::to_string(k_multiple);
+  if (block > 1) s.append("s2d").append(std::to_string(block));
+  if (c_multiple > 1) s.append("c").append(std::to_string(c_multiple));
+  if (k_multiple > 1) s.append("k").append(std::to_string(k_multiple));
   return s;
 }
 
