@@ -12,7 +12,10 @@ namespace {
 
 std::string shape_text(const TensorShape& s) {
   std::string t = "[";
-  for (int i = 0; i < s.rank; ++i) t += (i ? "," : "") + std::to_string(s.dims[i]);
+  for (int i = 0; i < s.rank; ++i) {
+    if (i) t += ',';  // not (i ? "," : "") + std::string: GCC 12's false -Wrestrict at -O3
+    t += std::to_string(s.dims[i]);
+  }
   return t + "]";
 }
 
@@ -85,7 +88,10 @@ std::string explain_text(const ConvProblem& p, const Rates& rates) {
   std::ostringstream out;
   const SpatialDims o = p.output();
   std::string spatial;
-  for (int d = 0; d < p.spatial_dims; ++d) spatial += (d ? "x" : "") + std::to_string(o[d]);
+  for (int d = 0; d < p.spatial_dims; ++d) {
+    if (d) spatial += 'x';  // appended: see shape_text
+    spatial += std::to_string(o[d]);
+  }
   out << "problem    " << p.to_string() << "\n"
       << "output     " << spatial << " (x " << shape_text(p.x_shape()) << ", w "
       << shape_text(p.w_shape()) << ", y " << shape_text(p.y_shape()) << ", logical NC...)\n"
