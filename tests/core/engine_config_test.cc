@@ -208,7 +208,9 @@ TEST(EngineConfigUnfused, MalformedPrefixesAreRejected) {
                            "eng1+unfused", "UNFUSED+eng1", "unfused+ eng1"}) {
     StatusOr<EngineConfig> c = EngineConfig::parse(text);
     EXPECT_FALSE(c.ok()) << "accepted '" << text << "'";
-    if (!c.ok()) EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument);
+    if (!c.ok()) {
+      EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument);
+    }
   }
 }
 

@@ -162,7 +162,9 @@ TEST(PostOpsProblem, ChainIsPartOfEqualityAndHash) {
   for (size_t i = 0; i < all.size(); ++i)
     for (size_t j = 0; j < all.size(); ++j) {
       EXPECT_EQ(all[i] == all[j], i == j) << i << " " << j;
-      if (i != j) EXPECT_NE(all[i].hash(), all[j].hash()) << i << " " << j;
+      if (i != j) {
+        EXPECT_NE(all[i].hash(), all[j].hash()) << i << " " << j;
+      }
     }
   EXPECT_EQ(relu.without_post_ops(), plain);
   EXPECT_EQ(relu.without_post_ops().hash(), plain.hash());

@@ -149,7 +149,9 @@ TEST_F(FusedGpuTest, EveryChainTypeAndLayoutFusedAndUnfusedMatchTheReference) {
           EXPECT_TRUE(unfused_done) << text << ": no unfused candidate ran";
           const bool must_fuse = std::string(layout) == "nhwc" && std::string(dt) != "f32" &&
                                  chain == "bias+add+relu";
-          if (must_fuse) EXPECT_TRUE(fused_done) << text << ": no fused candidate ran";
+          if (must_fuse) {
+            EXPECT_TRUE(fused_done) << text << ": no fused candidate ran";
+          }
         }
   std::printf("chains: %d cases, %d fused and %d unfused candidates checked\n", cases,
               fused_checked, unfused_checked);

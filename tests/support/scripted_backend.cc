@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "convplan/reference.h"
+#include "epilogues/epilogue.h"
 
 namespace convplan::testing {
 namespace {
@@ -117,7 +118,21 @@ class ScriptedBackend::ScriptedPlan final : public Plan {
       return v;
     };
     std::vector<double> x = load(t.x, xs), w = load(t.w, ws), y = load(t.y, ys);
-    CONVPLAN_RETURN_IF_ERROR(reference_convolution(problem_, x, w, y));
+    // A chain: fused, the reference computes it; unfused, the plain convolution here and the
+    // epilogue's host twin over the written output below (as the cuDNN backend's two steps).
+    const PostOps& chain = problem_.post_ops;
+    std::vector<double> bias, residual;
+    if (chain.has(PostOpKind::kBias) && t.bias != nullptr) {
+      bias = load(const_cast<void*>(t.bias), problem_.bias_shape());
+    }
+    if (chain.has(PostOpKind::kAdd) && t.residual != nullptr) {
+      residual = load(const_cast<void*>(t.residual), problem_.residual_shape());
+    }
+    if (config_.unfused) {
+      CONVPLAN_RETURN_IF_ERROR(reference_convolution(problem_.without_post_ops(), x, w, y));
+    } else {
+      CONVPLAN_RETURN_IF_ERROR(reference_convolution(problem_, x, w, y, bias, residual));
+    }
     const char out = problem_.output_tensor();
     std::vector<double>& ov = out == 'x' ? x : out == 'w' ? w : y;
     void* op = out == 'x' ? t.x : out == 'w' ? t.w : t.y;
@@ -126,6 +141,10 @@ class ScriptedBackend::ScriptedPlan final : public Plan {
       for (double& v : ov) v *= 1.5;
     }
     to_data_type(dt, ov.data(), op, os.span_elements());
+    if (config_.unfused) {
+      CONVPLAN_RETURN_IF_ERROR(
+          epilogue_detail::run_epilogue_on_host(problem_, op, t.bias, t.residual));
+    }
     if (engine_.behavior == EngineBehavior::kWritesPastOutput) {
       std::memset(static_cast<char*>(op) + span_bytes(problem_, os), 0x5a, 64);
     }
@@ -193,6 +212,12 @@ StatusOr<std::vector<Candidate>> ScriptedBackend::candidates(cudnnHandle_t, cons
     c.notes = e.notes;
     c.rank = static_cast<int>(out.size());
     out.push_back(std::move(c));
+    if (!p.post_ops.empty()) {  // both kinds, as the cuDNN backend offers them
+      Candidate unfused = out.back();
+      unfused.config.unfused = true;
+      unfused.rank = static_cast<int>(out.size());
+      out.push_back(std::move(unfused));
+    }
   }
   return out;
 }
