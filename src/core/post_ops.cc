@@ -5,6 +5,7 @@
 #include <system_error>
 
 #include "convplan/problem.h"
+#include "core/quoted.h"
 
 namespace convplan {
 namespace {
@@ -23,7 +24,7 @@ std::string format_scale(double v) {
 }
 
 Status token_error(std::string_view token, size_t pos, const std::string& what) {
-  return invalid_argument("'" + std::string(token) + "' at " + std::to_string(pos) +
+  return invalid_argument(detail::quoted(token) + " at " + std::to_string(pos) +
                           " in the post-op chain " + what);
 }
 
