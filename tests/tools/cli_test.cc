@@ -433,6 +433,28 @@ TEST_F(Cli, BenchDryRunAppliesTheFlagsToEverySuite) {
   }
 }
 
+// The inference suite carries its chains into the rows; a backward direction on it is refused,
+// naming the chain (the chains are forward only).
+TEST_F(Cli, BenchDryRunKeepsThePostOpChains) {
+  const Result r = run({"bench", "--suite", "resnet50_infer", "--dry-run", "--batch", "256",
+                        "--json", "-"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  const nlohmann::json j = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << describe(r);
+  ASSERT_EQ(j["rows"].size(), 24u);
+  int with_add = 0;
+  for (const nlohmann::json& row : j["rows"]) {
+    const ConvProblem p = *parse_problem(row["descriptor"].get<std::string>());
+    EXPECT_EQ(p.n, 256);
+    EXPECT_TRUE(p.post_ops.has(PostOpKind::kBias)) << row["descriptor"];
+    with_add += p.post_ops.has(PostOpKind::kAdd) ? 1 : 0;
+  }
+  EXPECT_EQ(with_add, 4);  // the conv3 row of each stage
+  const Result back = run({"bench", "--suite", "resnet50_infer", "--dry-run", "--dir", "bwd_data"});
+  EXPECT_NE(back.exit_code, 0) << describe(back);
+  EXPECT_NE(back.err.find("is only for direction=fwd"), std::string::npos) << describe(back);
+}
+
 TEST_F(Cli, BenchDryRunReadsOwnSuiteFiles) {
   write("mine.txt",
         "# two convolutions, one with its own batch and type\n"
