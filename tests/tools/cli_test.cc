@@ -221,6 +221,22 @@ TEST_F(Cli, UnknownFlagExits2NamingTheFlag) {
   }
 }
 
+// run takes fused descriptors: a malformed chain is a usage error naming the token, a chain on
+// a backward direction one naming the field; a good one gets past parsing (exit 3 here: no GPU,
+// or 0 on a GPU machine).
+TEST_F(Cli, RunTakesPostOpChains) {
+  const std::string conv = "g1mb2ic8ih8iw8oc16kh3kw3ph1pw1";
+  Result r = run({"run", "post:bias+rleu/" + conv});
+  EXPECT_EQ(r.exit_code, 2) << describe(r);
+  EXPECT_NE(r.err.find("'rleu' at 5 in the post-op chain"), std::string::npos) << describe(r);
+  r = run({"run", "dir:bwd_data,post:relu/" + conv});
+  EXPECT_EQ(r.exit_code, 2) << describe(r);
+  EXPECT_NE(r.err.find("post_ops=relu is only for direction=fwd"), std::string::npos)
+      << describe(r);
+  r = run({"run", "dt:bf16,layout:nhwc,post:bias+add*0.5+gelu/" + conv});
+  EXPECT_TRUE(r.exit_code == 0 || r.exit_code == 3) << describe(r);
+}
+
 TEST_F(Cli, BadFlagValuesExit2NamingTheFlag) {
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {{"run", kGood, "--dir", "sideways"}, "--dir"},
