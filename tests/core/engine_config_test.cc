@@ -203,6 +203,21 @@ TEST(EngineConfigUnfused, PrefixRoundTripsAndOrdersApart) {
   EXPECT_EQ(bare->engine_id, 0);
 }
 
+TEST(EngineConfigUnfused, ComesBeforeARewrite) {
+  EngineConfig c;
+  c.engine_id = 62;
+  c.rewrite = "s2d2";
+  c.unfused = true;
+  EXPECT_EQ(c.to_string(), "unfused+s2d2+eng62");
+  StatusOr<EngineConfig> back = EngineConfig::parse(c.to_string());
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_EQ(*back, c);
+  StatusOr<EngineConfig> twice = EngineConfig::parse("unfused+unfused+eng1");
+  ASSERT_FALSE(twice.ok());
+  EXPECT_NE(twice.status().message().find("'unfused' is not a rewrite"), std::string::npos)
+      << twice.status().message();
+}
+
 TEST(EngineConfigUnfused, MalformedPrefixesAreRejected) {
   for (const char* text : {"unfused+", "unfused", "unfused+unfused+eng1", "unfused-eng1",
                            "eng1+unfused", "UNFUSED+eng1", "unfused+ eng1"}) {
