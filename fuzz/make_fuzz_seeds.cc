@@ -92,6 +92,13 @@ int main(int argc, char** argv) {
   odd.candidates[0].relative_error = std::numeric_limits<double>::quiet_NaN();
   odd.candidates[0].times_ms = {-std::numeric_limits<float>::infinity(), 1e-30f};
   write(corpus + "/tuning_record/non_finite.json", convplan::to_json(odd));
+  // A problem with a post-op chain won by an unfused configuration.
+  TuningRecord fused = seed_record(3);
+  fused.problem = "dt:bf16,layout:nhwc,post:bias+add*0.5+relu/g1mb32ic64ih56iw56oc256oh56ow56kh1kw1sh1sw1ph0pw0";
+  fused.config.unfused = true;
+  fused.candidates[0].config.unfused = true;
+  fused.plan_json = "convplan-unfused:" + fused.plan_json;
+  write(corpus + "/tuning_record/post_ops_unfused.json", convplan::to_json(fused));
 
   // db_import_json: exports of an empty database and of one with three records.
   auto memory = value_or_die(convplan::TuningDatabase::open(":memory:"), "open(:memory:)");

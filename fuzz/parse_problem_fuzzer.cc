@@ -41,5 +41,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                                     p.y_shape().span_elements() + p.output()[0]);
   (void)sink;
   (void)p.output_tensor();
+  if (!p.post_ops.empty()) {
+    sink = sink + static_cast<double>(p.bias_shape().span_elements());
+    // The chain's own text round-trips as the whole problem does.
+    StatusOr<PostOps> chain = PostOps::parse(p.post_ops.to_string());
+    CONVPLAN_FUZZ_CHECK(chain.ok() && *chain == p.post_ops,
+                        "the post-op chain does not parse back: " + p.post_ops.to_string());
+    CONVPLAN_FUZZ_CHECK(p.without_post_ops().post_ops.empty() && p.direction == Direction::kForward,
+                        "a chain on a problem that is not forward, or that does not come off: " +
+                            canonical);
+  }
   return 0;
 }

@@ -27,11 +27,15 @@ typedef struct cudnnContext* cudnnHandle_t;
 namespace convplan {
 
 // Device pointers of the three logical tensors (see problem.h); the direction says which one
-// is written. Every pointer must be valid for the problem's span of its tensor.
+// is written. Every pointer must be valid for the problem's span of its tensor. A problem with a
+// post-op chain also reads bias (bias_shape()) and residual (residual_shape()) where the chain
+// has bias and add; they are ignored otherwise, and may stay null then.
 struct CONVPLAN_EXPORT TensorPointers {
   void* x = nullptr;
   void* w = nullptr;
   void* y = nullptr;
+  const void* bias = nullptr;
+  const void* residual = nullptr;
   bool operator==(const TensorPointers&) const = default;
 };
 

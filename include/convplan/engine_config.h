@@ -30,10 +30,15 @@ struct CONVPLAN_EXPORT EngineConfig {
   // An exact problem rewrite (convplan/rewrite.h) whose rewritten problem the engine runs, by
   // name ("s2d2", "c8"; lower-case letters and digits); "" for the problem itself.
   std::string rewrite = {};  // "= {}": {id, knobs} aggregates need no third initializer
+  // For a problem with a post-op chain: false, the engine runs the whole graph (convolution and
+  // chain fused); true, the engine runs the convolution alone and convplan's epilogue kernel
+  // then applies the chain in one pass over the output. Always false without a chain.
+  bool unfused = false;
 
   // "eng12" or "eng12:k3=1,k10=2" (knob types by number, sorted), after "<rewrite>+" when there
-  // is one: "s2d2+eng62:k3=1". parse(to_string()) == *this; parse sorts the knobs and rejects a
-  // repeated type, naming it.
+  // is one: "s2d2+eng62:k3=1", and after "unfused+" when unfused: "unfused+eng12:k3=1",
+  // "unfused+s2d2+eng62" ("unfused" is no rewrite name). parse(to_string()) == *this; parse sorts
+  // the knobs and rejects a repeated type, naming it.
   std::string to_string() const;
   static StatusOr<EngineConfig> parse(std::string_view text);
   auto operator<=>(const EngineConfig&) const = default;

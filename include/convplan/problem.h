@@ -13,6 +13,15 @@
 //   kBackwardData  x = alpha * conv_bwd_data(y, w)  + beta * x
 //   kBackwardFilter w = alpha * conv_bwd_filter(x, y) + beta * w
 // conv is cross-correlation (no filter flip), as in cuDNN's CUDNN_CROSS_CORRELATION mode.
+//
+// Forward problems may carry a post-operation chain (post_ops, text "post:bias+add+relu"), applied
+// in order to every output element after the convolution (beta must then be 0):
+//   y = op_n(...op_1(alpha * conv(x, w)))
+// with bias: v + bias[k] (a tensor of k values, bias_shape()), add: v + scale * residual (a tensor
+// of y's shape and strides, residual_shape()), and the activations relu, relu6 (min(max(v,0),6)),
+// gelu (erf form), gelu_tanh (tanh approximation), silu (v * sigmoid(v)), sigmoid, tanh, elu
+// (alpha 1: v > 0 ? v : exp(v) - 1). The backward directions take no chain (validate() says so):
+// a chain's gradient is the framework's business, not one convolution's.
 #pragma once
 
 #include <array>
@@ -70,6 +79,39 @@ struct CONVPLAN_EXPORT TensorShape {
   bool operator==(const TensorShape&) const = default;
 };
 
+// One step of a post-operation chain. scale is used by kAdd only (and is 1 for every other kind).
+enum class PostOpKind { kBias, kAdd, kRelu, kRelu6, kGelu, kGeluTanh, kSilu, kSigmoid, kTanh, kElu };
+inline constexpr int kPostOpKinds = 10;
+// "bias", "add", "relu", "relu6", "gelu", "gelu_tanh", "silu", "sigmoid", "tanh", "elu".
+CONVPLAN_EXPORT const char* to_string(PostOpKind k);
+
+struct CONVPLAN_EXPORT PostOp {
+  PostOpKind kind = PostOpKind::kRelu;
+  double scale = 1.0;
+  bool operator==(const PostOp&) const = default;
+};
+
+inline constexpr int kMaxPostOps = 8;
+
+// A post-operation chain: the first `count` entries of ops, in order (entries past count are
+// ignored by ==). At most one bias and one add (there is one tensor of each).
+struct CONVPLAN_EXPORT PostOps {
+  std::array<PostOp, kMaxPostOps> ops{};
+  int count = 0;
+
+  bool empty() const { return count == 0; }
+  bool has(PostOpKind k) const;
+  // The chain's text: ops joined by '+', an add with scale != 1 as "add*S" (S the shortest
+  // decimal of the scale): "bias+add*0.5+relu". "" for the empty chain.
+  std::string to_string() const;
+  // Parses that text; kInvalidArgument naming the token ("'rleu' at 5 is not a post-op (bias,
+  // add, ...)"), an empty token, a repeated bias or add, a bad scale or more than kMaxPostOps.
+  static StatusOr<PostOps> parse(std::string_view text);
+  // Appends one op (no checks; validate() checks).
+  void push(PostOpKind kind, double scale = 1.0);
+  bool operator==(const PostOps& other) const;
+};
+
 struct CONVPLAN_EXPORT ConvProblem {
   Direction direction = Direction::kForward;
   int spatial_dims = 2;  // 1, 2 or 3
@@ -94,6 +136,7 @@ struct CONVPLAN_EXPORT ConvProblem {
   TensorStrides y_strides{};
   double alpha = 1.0;
   double beta = 0.0;
+  PostOps post_ops;  // forward only; see the top of this file
 
   // A problem with data_type and compute_type both set: compute = default_compute_type(t).
   static ConvProblem with_data_type(ConvProblem p, DataType t);
@@ -104,13 +147,21 @@ struct CONVPLAN_EXPORT ConvProblem {
   TensorShape x_shape() const;
   TensorShape w_shape() const;
   TensorShape y_shape() const;
+  // The tensors of a post-op chain: bias (1, k, 1...) packed (channels-last strides for
+  // Layout::kChannelsLast, channels-first otherwise: k contiguous values either way); residual
+  // of y's dims and strides.
+  TensorShape bias_shape() const;
+  TensorShape residual_shape() const { return y_shape(); }
+  // This problem without its chain: the convolution an unfused plan runs before the epilogue.
+  ConvProblem without_post_ops() const;
   // Which logical tensor the direction writes.
   TensorRole output_tensor() const;
   // The shape of `role`'s tensor: x_shape(), w_shape() or y_shape().
   TensorShape shape_of(TensorRole role) const;
   // Multiply-adds times two, as for the forward direction (the same count for all three).
   double flops() const;
-  // Each tensor read once and the output written once (read too when beta != 0), in bytes.
+  // Each tensor read once and the output written once (read too when beta != 0), in bytes; a
+  // chain's bias and residual read once.
   double min_bytes() const;
 
   // Every impossible problem gets kInvalidArgument naming the field and the value, e.g.
@@ -125,7 +176,7 @@ struct CONVPLAN_EXPORT ConvProblem {
 };
 
 // Parses the text form, which follows oneDNN benchdnn's convolution descriptor:
-//   [dir:DIR,dt:TYPE,ct:TYPE,layout:LAYOUT,tc:0|1,alpha:A,beta:B,xs:S,ws:S,ys:S/]g1mb32ic64ih56iw56oc64oh56ow56kh3kw3sh1sw1ph1pw1
+//   [dir:DIR,dt:TYPE,ct:TYPE,layout:LAYOUT,tc:0|1,alpha:A,beta:B,xs:S,ws:S,ys:S,post:CHAIN/]g1mb32ic64ih56iw56oc64oh56ow56kh3kw3sh1sw1ph1pw1
 // The optional prefix before '/' holds comma-separated key:value flags; the descriptor after it
 // uses benchdnn's letters (g mb ic id ih iw oc od oh ow kd kh kw sd sh sw dd dh dw pd ph pw) with
 // rd/rh/rw for asymmetric padding after (pd/ph/pw then mean before), benchdnn's dilation

@@ -1,5 +1,6 @@
 // The float64 CPU reference convolution for every problem: all three directions, 1-3 spatial
-// dimensions, groups, padding (asymmetric), stride, dilation and any layout, with alpha/beta.
+// dimensions, groups, padding (asymmetric), stride, dilation and any layout, with alpha/beta,
+// and the forward direction's post-op chain (problem.h) in float64 too.
 // Slow and simple by design; it is what every engine is checked against.
 //
 // Pure functions; safe from any number of threads.
@@ -20,6 +21,25 @@ namespace convplan {
 // the others are only read. REQUIRES: problem.validate().ok() (else kInvalidArgument).
 CONVPLAN_EXPORT Status reference_convolution(const ConvProblem& problem, std::vector<double>& x,
                              std::vector<double>& w, std::vector<double>& y);
+// The same with the post-op chain's tensors: bias of bias_shape().span_elements() values and
+// residual of residual_shape().span_elements(), in their layouts; either may be empty when the
+// chain does not use it (the overload above passes both empty). kInvalidArgument naming the
+// tensor when the chain needs one that is too small.
+Status reference_convolution(const ConvProblem& problem, std::vector<double>& x,
+                             std::vector<double>& w, std::vector<double>& y,
+                             const std::vector<double>& bias, const std::vector<double>& residual);
+
+// The chain's value at one output element: v the convolution's (alpha applied), bias the bias of
+// the element's channel, residual the residual tensor's element (each read only when the chain
+// has that op). Float64 throughout; the formulas are those of problem.h.
+double apply_post_ops(const PostOps& chain, double v, double bias, double residual);
+
+// Host buffers of the chain's tensors for reference_convolution_at, of the problem's data type
+// and in the layouts of bias_shape() and residual_shape(); null where the chain has no such op.
+struct PostOpTensors {
+  const void* bias = nullptr;
+  const void* residual = nullptr;
+};
 
 // The same convolution at chosen elements of the output tensor only, for problems too large for a
 // full reference: out[i] = the value of the output element at offset offsets[i] (in elements,
@@ -30,6 +50,11 @@ CONVPLAN_EXPORT Status reference_convolution(const ConvProblem& problem, std::ve
 CONVPLAN_EXPORT Status reference_convolution_at(const ConvProblem& problem, const void* x, const void* w,
                                 const void* y, const std::vector<int64_t>& offsets,
                                 std::vector<double>& out);
+// The same with the chain's tensors (kInvalidArgument naming the tensor the chain needs and
+// `post` lacks).
+Status reference_convolution_at(const ConvProblem& problem, const void* x, const void* w,
+                                const void* y, PostOpTensors post,
+                                const std::vector<int64_t>& offsets, std::vector<double>& out);
 
 // Conversions between doubles and the problem's data type in host memory (fp16 and bf16 with
 // round-to-nearest-even), for filling device buffers and reading them back.

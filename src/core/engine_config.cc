@@ -24,6 +24,8 @@ Status config_error(std::string_view text, const std::string& what) {
   return invalid_argument("engine config '" + std::string(text) + "': " + what);
 }
 
+constexpr std::string_view kUnfusedPrefix = "unfused+";
+
 struct NoteName {
   Note bit;
   const char* name;
@@ -72,7 +74,11 @@ StatusOr<EngineConfig> parse_engine(std::string_view text);  // "eng12:k3=1", no
 }  // namespace
 
 std::string EngineConfig::to_string() const {
-  std::string s = rewrite.empty() ? "" : rewrite + "+";
+  std::string s = unfused ? std::string(kUnfusedPrefix) : std::string();
+  if (!rewrite.empty()) {
+    s += rewrite;
+    s += '+';
+  }
   s += "eng" + std::to_string(engine_id);
   for (size_t i = 0; i < knobs.size(); ++i) {
     s += i == 0 ? ':' : ',';
@@ -82,21 +88,28 @@ std::string EngineConfig::to_string() const {
 }
 
 StatusOr<EngineConfig> EngineConfig::parse(std::string_view full) {
-  std::string_view text = full;
+  std::string_view rest = full;
+  const bool unfused = rest.substr(0, kUnfusedPrefix.size()) == kUnfusedPrefix;
+  if (unfused) rest.remove_prefix(kUnfusedPrefix.size());
+  std::string_view text = rest;
   std::string rewrite;
-  if (const size_t plus = full.find('+'); plus != std::string_view::npos) {
-    rewrite = std::string(full.substr(0, plus));
+  if (const size_t plus = rest.find('+'); plus != std::string_view::npos) {
+    rewrite = std::string(rest.substr(0, plus));
+    if (rewrite == kUnfusedPrefix.substr(0, kUnfusedPrefix.size() - 1)) {
+      return config_error(full, "'unfused' is not a rewrite; 'unfused+' comes once, first");
+    }
     if (!is_rewrite_name(rewrite)) {
       std::string what = "rewrite ";
       what += detail::quoted(rewrite);
       what += " before '+' must be lower-case letters and digits (e.g. s2d2)";
       return config_error(full, what);
     }
-    text = full.substr(plus + 1);
+    text = rest.substr(plus + 1);
   }
   StatusOr<EngineConfig> config = parse_engine(text);
   if (!config.ok()) return config.status();
   config->rewrite = std::move(rewrite);
+  config->unfused = unfused;
   return config;
 }
 
@@ -111,9 +124,9 @@ bool is_rewrite_name(std::string_view name) {
 namespace {
 
 StatusOr<EngineConfig> parse_engine(std::string_view text) {
+  EngineConfig config;
   if (text.substr(0, 3) != "eng") return config_error(text, "must start with 'eng' (e.g. eng12:k3=1)");
   size_t pos = 3;
-  EngineConfig config;
   if (!read_int(text, pos, config.engine_id)) {
     return config_error(text, "expected the engine number after 'eng' at 3");
   }

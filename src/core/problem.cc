@@ -129,6 +129,21 @@ TensorShape ConvProblem::w_shape() const {
 }
 TensorShape ConvProblem::y_shape() const { return make_shape(*this, n, k, output(), y_strides); }
 
+TensorShape ConvProblem::bias_shape() const {
+  TensorShape s;
+  s.rank = spatial_dims + 2;
+  for (int d = 0; d < s.rank; ++d) s.dims[d] = d == 1 ? k : 1;
+  s.strides = packed_strides(s, layout == Layout::kChannelsLast ? Layout::kChannelsLast
+                                                                : Layout::kChannelsFirst);
+  return s;
+}
+
+ConvProblem ConvProblem::without_post_ops() const {
+  ConvProblem p = *this;
+  p.post_ops = PostOps{};
+  return p;
+}
+
 TensorRole ConvProblem::output_tensor() const {
   switch (direction) {
     case Direction::kForward: return TensorRole::kY;
@@ -160,7 +175,9 @@ double ConvProblem::min_bytes() const {
   const double ws = static_cast<double>(w_shape().elements());
   const double ys = static_cast<double>(y_shape().elements());
   const double out = by_role(output_tensor(), xs, ws, ys);
-  return e * (xs + ws + ys + (beta != 0.0 ? out : 0.0));
+  const double bias = post_ops.has(PostOpKind::kBias) ? static_cast<double>(k) : 0.0;
+  const double residual = post_ops.has(PostOpKind::kAdd) ? ys : 0.0;
+  return e * (xs + ws + ys + (beta != 0.0 ? out : 0.0) + bias + residual);
 }
 
 }  // namespace convplan

@@ -3,11 +3,12 @@
 // Text form: [FLAGS/]DESCRIPTOR.
 //   FLAGS: comma-separated key:value pairs, each key at most once:
 //     dir:fwd|bwd_data|bwd_filter  dt:TYPE  ct:TYPE  layout:nchw|nhwc|explicit  tc:0|1
-//     alpha:A  beta:B  xs:S  ws:S  ys:S
+//     alpha:A  beta:B  xs:S  ws:S  ys:S  post:CHAIN
 //   where TYPE is f32|f16|bf16|f64 (or an alias parse_data_type takes), A and B decimal numbers,
 //   S the strides of x, w or y in logical order (N, C, spatial...) joined by 'x' ("802816x1x..").
 //   Defaults: fwd, f32, ct = default_compute_type(dt), nchw, tc:1, alpha 1, beta 0. Strides
-//   imply layout:explicit, and layout:explicit needs all three.
+//   imply layout:explicit, and layout:explicit needs all three. CHAIN: a post-op chain (see
+//   PostOps::parse), "bias+add+relu"; none by default.
 //   A text has flags when it starts with '/' or with a lower-case word and ':'.
 //   DESCRIPTOR: oneDNN benchdnn's convolution descriptor
 //     gG mbN icC [idD]ihH iwW ocK [od oh ow] [kd kh kw] [sd sh sw] [pd ph pw] [rd rh rw] [dd dh dw]
@@ -391,8 +392,9 @@ struct Flag {
   bool set = false;
 };
 
-constexpr const char* kFlagKeys[] = {"dir", "dt", "ct", "layout", "tc", "alpha", "beta", "xs", "ws", "ys"};
-constexpr int kFlagCount = 10;
+constexpr const char* kFlagKeys[] = {"dir", "dt",  "ct", "layout", "tc",  "alpha",
+                                     "beta", "xs", "ws", "ys",     "post"};
+constexpr int kFlagCount = 11;
 
 int flag_index(std::string_view key) {
   for (int f = 0; f < kFlagCount; ++f)
@@ -419,7 +421,7 @@ Status parse_flags(std::string_view text, size_t base, Flag (&flags)[kFlagCount]
     const int f = flag_index(key);
     if (f < 0) {
       return error_at(pos, item, "unknown flag '" + std::string(key) +
-                                     "' (dir, dt, ct, layout, tc, alpha, beta, xs, ws, ys)");
+                                     "' (dir, dt, ct, layout, tc, alpha, beta, xs, ws, ys, post)");
     }
     if (flags[f].set) {
       return error_at(pos, item, std::string(key) + " is given twice (first at " +
@@ -480,6 +482,13 @@ Status apply_flags(const Flag (&flags)[kFlagCount], ConvProblem& p) {
   const Flag& alpha = flags[5];
   const Flag& beta = flags[6];
   const Flag* strides[3] = {&flags[7], &flags[8], &flags[9]};
+  const Flag& post = flags[10];
+  if (post.set) {
+    StatusOr<PostOps> chain = PostOps::parse(post.value);
+    // The chain's own positions count from its first character, after "post:".
+    if (!chain.ok()) return error_at(post.pos, post.text, chain.status().message());
+    p.post_ops = *chain;
+  }
   if (dir.set) {
     StatusOr<Direction> d = parse_direction(dir.value);
     if (!d.ok()) return error_at(dir.pos, dir.text, d.status().message());
@@ -599,6 +608,7 @@ std::string ConvProblem::to_string() const {
     flag("ws:" + strides_text(w_strides, dims + 2));
     flag("ys:" + strides_text(y_strides, dims + 2));
   }
+  if (!post_ops.empty()) flag("post:" + post_ops.to_string());
 
   std::string s;
   if (!flags.empty()) s = flags + "/";
@@ -661,7 +671,9 @@ StatusOr<ConvProblem> parse_problem(std::string_view text) {
 // The words hashed, in order: direction, spatial_dims, n, c, k, groups; per spatial dimension
 // input, filter, pad_before, pad_after, stride, dilation; data_type, compute_type,
 // allow_tensor_cores, layout; with layout=explicit the x, w, y strides (rank entries each);
-// alpha and beta as IEEE-754 bits (-0 as 0). Enums hash as their numeric values.
+// alpha and beta as IEEE-754 bits (-0 as 0); with a post-op chain (only then, so that the hashes
+// of problems without one are those of earlier versions) a marker word, the count and each op's
+// kind and scale. Enums hash as their numeric values.
 uint64_t ConvProblem::hash() const {
   const int dims = std::clamp(spatial_dims, 0, kMaxSpatialDims);
   Fnv1a h;
@@ -689,6 +701,14 @@ uint64_t ConvProblem::hash() const {
   }
   h.add_double(alpha);
   h.add_double(beta);
+  if (post_ops.count != 0) {
+    h.add(0x706f7374ull);  // "post"
+    h.add_signed(post_ops.count);
+    for (int i = 0; i < post_ops.count && i < kMaxPostOps; ++i) {
+      h.add_signed(static_cast<int64_t>(post_ops.ops[static_cast<size_t>(i)].kind));
+      h.add_double(post_ops.ops[static_cast<size_t>(i)].scale);
+    }
+  }
   return h.value();
 }
 

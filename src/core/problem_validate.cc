@@ -225,6 +225,43 @@ Status check_explicit_strides(const char* name, const TensorStrides& dims,
   return ok_status();
 }
 
+// The chain: its own consistency, then what it asks of the rest of the problem.
+Status check_post_ops(const PostOps& chain, Direction direction, double beta) {
+  if (chain.count < 0 || chain.count > kMaxPostOps) {
+    return invalid_argument("post_ops.count=" + std::to_string(chain.count) + " must be 0.." +
+                            std::to_string(kMaxPostOps));
+  }
+  int bias = 0, add = 0;
+  for (int i = 0; i < chain.count; ++i) {
+    const PostOp& op = chain.ops[static_cast<size_t>(i)];
+    const std::string field = "post_ops[" + std::to_string(i) + "]";
+    const auto kind = static_cast<int>(op.kind);
+    if (kind < 0 || kind >= kPostOpKinds) {
+      return invalid_argument(field + ".kind=" + std::to_string(kind) + " is not a post-op");
+    }
+    if (!std::isfinite(op.scale)) return invalid_argument(field + ".scale must be finite");
+    if (op.kind != PostOpKind::kAdd && op.scale != 1.0) {
+      return invalid_argument(field + ".scale=" + std::to_string(op.scale) + " must be 1 for " +
+                              to_string(op.kind) + " (only add has a scale)");
+    }
+    bias += op.kind == PostOpKind::kBias ? 1 : 0;
+    add += op.kind == PostOpKind::kAdd ? 1 : 0;
+  }
+  if (bias > 1 || add > 1) {
+    return invalid_argument("post_ops=" + chain.to_string() + " has more than one " +
+                            (bias > 1 ? "bias" : "add") + " (one tensor of each at most)");
+  }
+  if (chain.count > 0 && direction != Direction::kForward) {
+    return invalid_argument("post_ops=" + chain.to_string() + " is only for direction=fwd, not " +
+                            to_string(direction) + " (a chain's gradient is the caller's part)");
+  }
+  if (chain.count > 0 && beta != 0.0) {
+    return invalid_argument("beta=" + std::to_string(beta) + " must be 0 with post_ops=" +
+                            chain.to_string() + " (a residual is the chain's add)");
+  }
+  return ok_status();
+}
+
 }  // namespace
 
 Status ConvProblem::validate() const {
@@ -250,6 +287,7 @@ Status ConvProblem::validate() const {
   CONVPLAN_RETURN_IF_ERROR(check_groups(groups, c, k, "c", "k"));
   CONVPLAN_RETURN_IF_ERROR(check_types(data_type, compute_type));
   CONVPLAN_RETURN_IF_ERROR(check_scaling(alpha, beta));
+  CONVPLAN_RETURN_IF_ERROR(check_post_ops(post_ops, direction, beta));
 
   SpatialDims out{1, 1, 1};
   for (int d = 0; d < spatial_dims; ++d) {

@@ -5,6 +5,7 @@
 //   {"device_model": "NVIDIA H200|sm90|sms132|cudnn91900", "problem": "...", "policy": "...",
 //    "convplan_version": "0.1.0",
 //    "config": {"text": "eng12:k3=1", "engine_id": 12, "knobs": [{"type": 3, "value": 1}]},
+//      (with "unfused": true for an unfused configuration of a post-op chain; absent = false),
 //    "notes": 5, "time_ms": 0.42, "workspace_bytes": 1024, "plan_json": "...",
 //    "tuned_at_unix": 1700000000, "tuning_ms": 350.5,
 //    "candidates": [{"config": {...}, "notes": 5, "rank": 0, "workspace_bytes": 0,
@@ -69,6 +70,7 @@ Json config_to_json(const EngineConfig& config) {
   Json j = {{"text", config.to_string()}, {"engine_id", config.engine_id}, {"knobs", std::move(knobs)}};
   // Only when there is one, so that records without a rewrite keep their old form.
   if (!config.rewrite.empty()) j["rewrite"] = config.rewrite;
+  if (config.unfused) j["unfused"] = true;  // absent otherwise: records without chains unchanged
   return j;
 }
 
@@ -200,13 +202,21 @@ Status read_config(const Json& j, const std::string& path, EngineConfig* out) {
       return field_error(path + ".rewrite", "=\"" + config.rewrite +
                                                 "\" is not a rewrite name (lower-case letters and digits)");
   }
+  const Json* unfused = member(j, "unfused");
+  if (unfused != nullptr) {
+    if (!unfused->is_boolean()) {
+      return field_error(path + ".unfused", std::string("must be true or false, is ") +
+                                                json_type_name(*unfused));
+    }
+    config.unfused = unfused->get<bool>();
+  }
   const Json* text = member(j, "text");
   if (text != nullptr) {
     std::string t;
     CONVPLAN_RETURN_IF_ERROR(read_string(*text, path + ".text", &t));
     std::string expected = config.to_string();
     if (t != expected)
-      return field_error(path + ".text", "=\"" + t + "\" does not match rewrite, engine_id and knobs (\"" +
+      return field_error(path + ".text", "=\"" + t + "\" does not match rewrite, engine_id, knobs and unfused (\"" +
                                              expected + "\")");
   }
   *out = std::move(config);

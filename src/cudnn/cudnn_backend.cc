@@ -14,6 +14,7 @@
 #include "cudnn/check.h"
 #include "cudnn/cuda_util.h"
 #include "cudnn/engines.h"
+#include "cudnn/epilogue_plan.h"
 #include "cudnn/graph.h"
 #include "cudnn/output_check.h"
 #include "cudnn/plan.h"
@@ -69,52 +70,49 @@ class CudnnBackend final : public Backend {
     return info;
   }
 
+  // Without a chain: the engines of the convolution's graph. With one, two kinds, interleaved so
+  // that a shortened list still holds both: engines of the whole graph (fused), and engines of
+  // the plain convolution marked unfused (convplan's epilogue runs after them). A chain cuDNN
+  // cannot build a graph for leaves the unfused kind alone.
   StatusOr<std::vector<Candidate>> candidates(cudnnHandle_t handle, const ConvProblem& problem,
                                               CandidateSource source) override {
     if (handle == nullptr) return invalid_argument("handle is null");
-    CONVPLAN_ASSIGN_OR_RETURN(cudnn_detail::ConvGraph graph,
-                              cudnn_detail::build_conv_graph(handle, problem));
-    std::vector<Candidate> out;
-    if (source == CandidateSource::kAllEngines) {
-      CONVPLAN_ASSIGN_OR_RETURN(int64_t count, cudnn_detail::engine_global_count(graph.graph));
-      for (int64_t id = 0; id < count; ++id) {
-        StatusOr<BackendDescriptor> engine = cudnn_detail::make_engine(graph.graph, id);
-        if (!engine.ok()) continue;  // this index does not support the problem
-        CONVPLAN_ASSIGN_OR_RETURN(NoteSet notes, cudnn_detail::engine_notes(*engine));
-        if (!cudnn_detail::check_notes_allowed(problem, id, notes).ok()) continue;
-        Candidate c;
-        c.config.engine_id = id;
-        c.notes = notes;
-        c.rank = static_cast<int>(out.size());
-        out.push_back(std::move(c));
-      }
-      return out;
+    CONVPLAN_RETURN_IF_ERROR(problem.validate());
+    if (problem.post_ops.empty()) return list_candidates(handle, problem, source, false);
+    StatusOr<std::vector<Candidate>> fused = list_candidates(handle, problem, source, false);
+    if (!fused.ok() && fused.status().code() != StatusCode::kNotSupported &&
+        fused.status().code() != StatusCode::kCudnnError) {
+      return fused.status();
     }
-    CONVPLAN_ASSIGN_OR_RETURN(std::vector<cudnn_detail::HeuristicResult> results,
-                              cudnn_detail::heuristic_configs(graph.graph, heur_mode(source)));
-    for (cudnn_detail::HeuristicResult& r : results) {
-      if (!cudnn_detail::check_notes_allowed(problem, r.config.engine_id, r.notes).ok()) continue;
-      Candidate c;
-      c.config = std::move(r.config);
-      c.notes = r.notes;
-      c.rank = static_cast<int>(out.size());
-      out.push_back(std::move(c));
+    CONVPLAN_ASSIGN_OR_RETURN(std::vector<Candidate> unfused,
+                              list_candidates(handle, problem.without_post_ops(), source, true));
+    std::vector<Candidate> out;
+    const std::vector<Candidate> none;
+    const std::vector<Candidate>& f = fused.ok() ? *fused : none;
+    const std::vector<Candidate>& u = unfused;
+    for (size_t i = 0; i < std::max(f.size(), u.size()); ++i) {
+      for (const std::vector<Candidate>* list : {&f, &u}) {
+        if (i >= list->size()) continue;
+        out.push_back((*list)[i]);
+        out.back().rank = static_cast<int>(out.size()) - 1;
+      }
     }
     return out;
   }
 
+  // With a chain: the engine's knobs on the whole graph, else on the plain convolution's (the
+  // knob variants the tuner makes from them are fused candidates).
   StatusOr<std::vector<KnobInfo>> knobs(cudnnHandle_t handle, const ConvProblem& problem,
                                         int64_t engine_id) override {
     if (handle == nullptr) return invalid_argument("handle is null");
-    CONVPLAN_ASSIGN_OR_RETURN(cudnn_detail::ConvGraph graph,
-                              cudnn_detail::build_conv_graph(handle, problem));
-    StatusOr<BackendDescriptor> engine = cudnn_detail::make_engine(graph.graph, engine_id);
-    if (!engine.ok()) return engine.status().with_context("engine " + std::to_string(engine_id));
-    return cudnn_detail::knob_infos(*engine);
+    StatusOr<std::vector<KnobInfo>> on_graph = engine_knobs(handle, problem, engine_id);
+    if (on_graph.ok() || problem.post_ops.empty()) return on_graph;
+    return engine_knobs(handle, problem.without_post_ops(), engine_id);
   }
 
   StatusOr<std::unique_ptr<Plan>> build(cudnnHandle_t handle, const ConvProblem& problem,
                                         const EngineConfig& config) override {
+    if (config.unfused) return cudnn_detail::build_unfused_plan(handle, problem, config);
     CONVPLAN_ASSIGN_OR_RETURN(std::unique_ptr<cudnn_detail::CudnnPlan> plan,
                               cudnn_detail::build_plan(handle, problem, config));
     return std::unique_ptr<Plan>(std::move(plan));
@@ -122,6 +120,9 @@ class CudnnBackend final : public Backend {
 
   StatusOr<std::unique_ptr<Plan>> build_from_json(cudnnHandle_t handle, const ConvProblem& problem,
                                                   std::string_view json) override {
+    if (json.substr(0, cudnn_detail::kUnfusedJsonPrefix.size()) == cudnn_detail::kUnfusedJsonPrefix) {
+      return cudnn_detail::unfused_plan_from_json(handle, problem, json);
+    }
     CONVPLAN_ASSIGN_OR_RETURN(std::unique_ptr<cudnn_detail::CudnnPlan> plan,
                               cudnn_detail::plan_from_json(handle, problem, json));
     return std::unique_ptr<Plan>(std::move(plan));
@@ -208,6 +209,50 @@ class CudnnBackend final : public Backend {
   struct FlushBuffer {
     DeviceBuffer buffer;
   };
+
+  // The candidates of the graph of `graph_problem` from `source`, each with config.unfused set
+  // to `unfused`; notes are checked against the problem's types (those of both graphs alike).
+  StatusOr<std::vector<Candidate>> list_candidates(cudnnHandle_t handle,
+                                                   const ConvProblem& graph_problem,
+                                                   CandidateSource source, bool unfused) {
+    CONVPLAN_ASSIGN_OR_RETURN(cudnn_detail::ConvGraph graph,
+                              cudnn_detail::build_conv_graph(handle, graph_problem));
+    std::vector<Candidate> out;
+    auto add = [&](EngineConfig config, NoteSet notes) {
+      if (!cudnn_detail::check_notes_allowed(graph_problem, config.engine_id, notes).ok()) return;
+      Candidate c;
+      c.config = std::move(config);
+      c.config.unfused = unfused;
+      c.notes = notes;
+      c.rank = static_cast<int>(out.size());
+      out.push_back(std::move(c));
+    };
+    if (source == CandidateSource::kAllEngines) {
+      CONVPLAN_ASSIGN_OR_RETURN(int64_t count, cudnn_detail::engine_global_count(graph.graph));
+      for (int64_t id = 0; id < count; ++id) {
+        StatusOr<BackendDescriptor> engine = cudnn_detail::make_engine(graph.graph, id);
+        if (!engine.ok()) continue;  // this index does not support the problem
+        CONVPLAN_ASSIGN_OR_RETURN(NoteSet notes, cudnn_detail::engine_notes(*engine));
+        EngineConfig config;
+        config.engine_id = id;
+        add(std::move(config), notes);
+      }
+      return out;
+    }
+    CONVPLAN_ASSIGN_OR_RETURN(std::vector<cudnn_detail::HeuristicResult> results,
+                              cudnn_detail::heuristic_configs(graph.graph, heur_mode(source)));
+    for (cudnn_detail::HeuristicResult& r : results) add(std::move(r.config), r.notes);
+    return out;
+  }
+
+  StatusOr<std::vector<KnobInfo>> engine_knobs(cudnnHandle_t handle, const ConvProblem& problem,
+                                               int64_t engine_id) {
+    CONVPLAN_ASSIGN_OR_RETURN(cudnn_detail::ConvGraph graph,
+                              cudnn_detail::build_conv_graph(handle, problem));
+    StatusOr<BackendDescriptor> engine = cudnn_detail::make_engine(graph.graph, engine_id);
+    if (!engine.ok()) return engine.status().with_context("engine " + std::to_string(engine_id));
+    return cudnn_detail::knob_infos(*engine);
+  }
 
   Status copy(cudnnHandle_t handle, void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
     if (bytes == 0) return ok_status();

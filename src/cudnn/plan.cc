@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "cudnn/check.h"
 #include "cudnn/engines.h"
@@ -50,10 +51,16 @@ Status check_knobs(const EngineConfig& config, const std::vector<KnobInfo>& offe
 
 }  // namespace
 
-Status check_pointers(const TensorPointers& t, void* workspace, int64_t workspace_bytes) {
-  const std::pair<const char*, const void*> tensors[] = {{"x", t.x}, {"w", t.w}, {"y", t.y}};
+Status check_pointers(const TensorPointers& t, void* workspace, int64_t workspace_bytes,
+                      const PostOps& chain) {
+  std::vector<std::pair<const char*, const void*>> tensors{{"x", t.x}, {"w", t.w}, {"y", t.y}};
+  if (chain.has(PostOpKind::kBias)) tensors.emplace_back("bias", t.bias);
+  if (chain.has(PostOpKind::kAdd)) tensors.emplace_back("residual", t.residual);
   for (const auto& [name, p] : tensors) {
-    if (p == nullptr) return invalid_argument(std::string("tensor ") + name + " is null");
+    if (p == nullptr) {
+      return invalid_argument(std::string("tensor ") + name + " is null" +
+                              (chain.empty() ? "" : "; post:" + chain.to_string() + " reads it"));
+    }
     if (!aligned(p)) {
       return invalid_argument(std::string("tensor ") + name + " at " + pointer_text(p) +
                               " is not " + std::to_string(kTensorAlignment) + "-byte aligned");
@@ -72,13 +79,14 @@ Status check_pointers(const TensorPointers& t, void* workspace, int64_t workspac
 
 CudnnPlan::CudnnPlan(cudnnHandle_t handle, EngineConfig config, NoteSet notes,
                      int64_t workspace_bytes, BackendDescriptor plan,
-                     std::vector<BackendDescriptor> keep_alive)
+                     std::vector<BackendDescriptor> keep_alive, PostOps chain)
     : handle_(handle),
       config_(std::move(config)),
       notes_(notes),
       workspace_bytes_(workspace_bytes),
       plan_(std::move(plan)),
-      keep_alive_(std::move(keep_alive)) {}
+      keep_alive_(std::move(keep_alive)),
+      chain_(chain) {}
 
 size_t CudnnPlan::host_bytes() const {
   if (!json_bytes_.has_value()) {
@@ -94,11 +102,20 @@ Status CudnnPlan::make_variant_pack(const TensorPointers& t, void* workspace) {
   variant_pack_.reset();  // a failure below leaves no stale pack behind
   CONVPLAN_ASSIGN_OR_RETURN(BackendDescriptor pack,
                             BackendDescriptor::create(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR));
-  const int64_t uids[3] = {kUidX, kUidW, kUidY};
-  void* pointers[3] = {t.x, t.w, t.y};
+  std::vector<int64_t> uids{kUidX, kUidW, kUidY};
+  std::vector<void*> pointers{t.x, t.w, t.y};
+  // cuDNN takes void* for every tensor; the chain's inputs are only read.
+  if (chain_.has(PostOpKind::kBias)) {
+    uids.push_back(kUidBias);
+    pointers.push_back(const_cast<void*>(t.bias));
+  }
+  if (chain_.has(PostOpKind::kAdd)) {
+    uids.push_back(kUidResidual);
+    pointers.push_back(const_cast<void*>(t.residual));
+  }
   CONVPLAN_CUDNN_CHECK(pack.set_int64s(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, uids));
-  CONVPLAN_CUDNN_CHECK(
-      pack.set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 3, pointers));
+  CONVPLAN_CUDNN_CHECK(pack.set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR,
+                                static_cast<int64_t>(pointers.size()), pointers.data()));
   CONVPLAN_CUDNN_CHECK(
       pack.set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace));
   CONVPLAN_CUDNN_CHECK(pack.finalize());
@@ -115,7 +132,7 @@ Status CudnnPlan::execute(cudnnHandle_t handle, const TensorPointers& tensors, v
                       pointer_text(handle_) + ", not " + pointer_text(handle));
   }
   if (!variant_pack_ || !(tensors == pack_tensors_) || workspace != pack_workspace_) {
-    CONVPLAN_RETURN_IF_ERROR(check_pointers(tensors, workspace, workspace_bytes_));
+    CONVPLAN_RETURN_IF_ERROR(check_pointers(tensors, workspace, workspace_bytes_, chain_));
     CONVPLAN_RETURN_IF_ERROR(make_variant_pack(tensors, workspace));
   }
   CONVPLAN_CUDNN_CHECK(cudnnBackendExecute(handle_, plan_.get(), variant_pack_.get()));
@@ -140,6 +157,10 @@ StatusOr<std::string> plan_json(const BackendDescriptor& plan) {
 StatusOr<std::unique_ptr<CudnnPlan>> build_plan(cudnnHandle_t handle, const ConvProblem& problem,
                                                 const EngineConfig& config) {
   if (handle == nullptr) return invalid_argument("handle is null");
+  if (config.unfused) {
+    return invalid_argument(config.to_string() + " is an unfused configuration; it is built by "
+                            "build_unfused_plan (cudnn/epilogue_plan.h)");
+  }
   CONVPLAN_ASSIGN_OR_RETURN(ConvGraph graph, build_conv_graph(handle, problem));
   StatusOr<BackendDescriptor> engine = make_engine(graph.graph, config.engine_id);
   if (!engine.ok()) {
@@ -174,8 +195,9 @@ StatusOr<std::unique_ptr<CudnnPlan>> build_plan(cudnnHandle_t handle, const Conv
   keep_alive.push_back(std::move(graph.x));
   keep_alive.push_back(std::move(graph.w));
   keep_alive.push_back(std::move(graph.y));
+  for (BackendDescriptor& d : graph.post) keep_alive.push_back(std::move(d));
   return std::make_unique<CudnnPlan>(handle, config, notes, workspace, std::move(plan),
-                                     std::move(keep_alive));
+                                     std::move(keep_alive), problem.post_ops);
 }
 
 StatusOr<std::unique_ptr<CudnnPlan>> plan_from_json(cudnnHandle_t handle,
@@ -213,7 +235,7 @@ StatusOr<std::unique_ptr<CudnnPlan>> plan_from_json(cudnnHandle_t handle,
   keep_alive.push_back(std::move(config_desc));
   keep_alive.push_back(std::move(engine));
   return std::make_unique<CudnnPlan>(handle, std::move(config), notes, workspace, std::move(plan),
-                                     std::move(keep_alive));
+                                     std::move(keep_alive), problem.post_ops);
 }
 
 }  // namespace convplan::cudnn_detail

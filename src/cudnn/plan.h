@@ -20,8 +20,11 @@ class CudnnPlan final : public Plan {
  public:
   // REQUIRES: plan is a finalized execution plan for the graph of `problem` on `handle`; the
   // descriptors in `keep_alive` (graph, engine, configuration) are those it was made from.
+  // `chain`: the post-op chain of the graph's problem (fused into the plan), whose bias and
+  // residual the variant pack then carries; empty for a plain convolution.
   CudnnPlan(cudnnHandle_t handle, EngineConfig config, NoteSet notes, int64_t workspace_bytes,
-            BackendDescriptor plan, std::vector<BackendDescriptor> keep_alive);
+            BackendDescriptor plan, std::vector<BackendDescriptor> keep_alive,
+            PostOps chain = {});
 
   cudnnHandle_t handle() const override { return handle_; }
   const EngineConfig& config() const override { return config_; }
@@ -53,11 +56,14 @@ class CudnnPlan final : public Plan {
   TensorPointers pack_tensors_;
   void* pack_workspace_ = nullptr;
   mutable std::optional<size_t> json_bytes_;
+  PostOps chain_;
 };
 
 // kInvalidArgument naming the tensor when a pointer is not kTensorAlignment-aligned, or when
-// workspace is null though workspace_bytes > 0.
-Status check_pointers(const TensorPointers& tensors, void* workspace, int64_t workspace_bytes);
+// workspace is null though workspace_bytes > 0. With a chain, bias and residual too where the
+// chain has bias and add.
+Status check_pointers(const TensorPointers& tensors, void* workspace, int64_t workspace_bytes,
+                      const PostOps& chain = {});
 
 // A fresh graph on `handle`, the engine by index, a configuration with the knob choices, the plan
 // finalized. kNotSupported when the engine, its notes or a knob value does not fit the problem.

@@ -2,7 +2,9 @@
 // (output element, filter tap) pair of the forward relation
 //   y[n, g*Kg+kk, o] += x[n, g*Cg+cc, o*stride - pad_before + r*dilation] * w[g*Kg+kk, cc, r]
 // and accumulates into whichever tensor the direction writes.
+#include <algorithm>
 #include <cmath>
+#include <tuple>
 #include <cstring>
 #include <limits>
 #include <utility>
@@ -102,13 +104,48 @@ float bf16_bits_to_float(uint16_t b) {
 
 }  // namespace
 
+double apply_post_ops(const PostOps& chain, double v, double bias, double residual) {
+  constexpr double kSqrt2OverPi = 0.7978845608028654;
+  for (int i = 0; i < chain.count && i < kMaxPostOps; ++i) {
+    const PostOp& op = chain.ops[static_cast<size_t>(i)];
+    switch (op.kind) {
+      case PostOpKind::kBias: v += bias; break;
+      case PostOpKind::kAdd: v += op.scale * residual; break;
+      case PostOpKind::kRelu: v = v > 0 ? v : 0.0; break;
+      case PostOpKind::kRelu6: v = std::min(std::max(v, 0.0), 6.0); break;
+      case PostOpKind::kGelu: v = 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0))); break;
+      case PostOpKind::kGeluTanh:
+        v = 0.5 * v * (1.0 + std::tanh(kSqrt2OverPi * (v + 0.044715 * v * v * v)));
+        break;
+      case PostOpKind::kSilu: v = v / (1.0 + std::exp(-v)); break;
+      case PostOpKind::kSigmoid: v = 1.0 / (1.0 + std::exp(-v)); break;
+      case PostOpKind::kTanh: v = std::tanh(v); break;
+      case PostOpKind::kElu: v = v > 0 ? v : std::expm1(v); break;
+    }
+  }
+  return v;
+}
+
 Status reference_convolution(const ConvProblem& p, std::vector<double>& x, std::vector<double>& w,
                              std::vector<double>& y) {
+  return reference_convolution(p, x, w, y, {}, {});
+}
+
+Status reference_convolution(const ConvProblem& p, std::vector<double>& x, std::vector<double>& w,
+                             std::vector<double>& y, const std::vector<double>& bias,
+                             const std::vector<double>& residual) {
   CONVPLAN_RETURN_IF_ERROR(p.validate());
   const TensorShape xs = p.x_shape(), ws = p.w_shape(), ys = p.y_shape();
   CONVPLAN_RETURN_IF_ERROR(check_size("x", x, xs));
   CONVPLAN_RETURN_IF_ERROR(check_size("w", w, ws));
   CONVPLAN_RETURN_IF_ERROR(check_size("y", y, ys));
+  if (p.post_ops.has(PostOpKind::kBias)) {
+    CONVPLAN_RETURN_IF_ERROR(check_size("bias", bias, p.bias_shape()));
+  }
+  if (p.post_ops.has(PostOpKind::kAdd)) {
+    CONVPLAN_RETURN_IF_ERROR(check_size("residual", residual, p.residual_shape()));
+  }
+  const int64_t bias_stride = p.bias_shape().strides[1];
   const Indexer xi = indexer(xs), wi = indexer(ws), yi = indexer(ys);
 
   // The written tensor's accumulator, in its own layout (so strided gaps stay untouched).
@@ -173,6 +210,11 @@ Status reference_convolution(const ConvProblem& p, std::vector<double>& x, std::
     const int64_t off = oi(idx[0], idx[1], sp);
     const double old = p.beta != 0.0 ? p.beta * ov[off] : 0.0;
     ov[off] = p.alpha * acc[off] + old;
+    if (!p.post_ops.empty()) {  // forward only: the output is y, idx[1] its channel
+      const double b = bias.empty() ? 0.0 : bias[static_cast<size_t>(idx[1] * bias_stride)];
+      const double r = residual.empty() ? 0.0 : residual[static_cast<size_t>(off)];
+      ov[off] = apply_post_ops(p.post_ops, ov[off], b, r);
+    }
   }
   return ok_status();
 }
@@ -300,7 +342,21 @@ bool unravel(const TensorShape& s, int64_t off, int64_t* idx) {
 
 Status reference_convolution_at(const ConvProblem& p, const void* x, const void* w, const void* y,
                                 const std::vector<int64_t>& offsets, std::vector<double>& out) {
+  return reference_convolution_at(p, x, w, y, PostOpTensors{}, offsets, out);
+}
+
+Status reference_convolution_at(const ConvProblem& p, const void* x, const void* w, const void* y,
+                                PostOpTensors post, const std::vector<int64_t>& offsets,
+                                std::vector<double>& out) {
   CONVPLAN_RETURN_IF_ERROR(p.validate());
+  for (auto [kind, tensor, name] : {std::tuple{PostOpKind::kBias, post.bias, "bias"},
+                                    std::tuple{PostOpKind::kAdd, post.residual, "residual"}}) {
+    if (p.post_ops.has(kind) && tensor == nullptr) {
+      return invalid_argument("post_ops=" + p.post_ops.to_string() + " needs the " + name +
+                              " tensor, which is null");
+    }
+  }
+  const int64_t bias_stride = p.bias_shape().strides[1];
   const TensorShape xs = p.x_shape(), ws = p.w_shape(), ys = p.y_shape();
   const Indexer xi = indexer(xs), wi = indexer(ws), yi = indexer(ys);
   const DataType t = p.data_type;
@@ -379,6 +435,11 @@ Status reference_convolution_at(const ConvProblem& p, const void* x, const void*
     }
     const double old = p.beta != 0.0 ? p.beta * load(t, old_base, offsets[e]) : 0.0;
     out[e] = p.alpha * acc + old;
+    if (!p.post_ops.empty()) {  // forward only: idx[1] is the channel
+      const double b = post.bias != nullptr ? load(t, post.bias, idx[1] * bias_stride) : 0.0;
+      const double r = post.residual != nullptr ? load(t, post.residual, offsets[e]) : 0.0;
+      out[e] = apply_post_ops(p.post_ops, out[e], b, r);
+    }
   }
   return ok_status();
 }

@@ -112,6 +112,8 @@ StatusOr<Rewrite> make_rewrite(const ConvProblem& p, const RewriteSpec& spec) {
   if (name.empty()) return no("the identity is not a rewrite");
   if (spec.block < 1 || spec.c_multiple < 1 || spec.k_multiple < 1) return no("block and multiples must be >= 1");
   if (p.layout == Layout::kExplicit) return no("layout=explicit (only packed nchw and nhwc)");
+  // A padded k or a transformed y would change the tensors the chain reads (bias, residual).
+  if (!p.post_ops.empty()) return no("post:" + p.post_ops.to_string() + " (no post-op chains)");
   if (p.groups != 1) return no("groups=" + std::to_string(p.groups) + " (only 1)");
   Rewrite r;
   r.spec = spec;

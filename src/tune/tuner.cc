@@ -34,6 +34,7 @@
 
 #include "convplan/log.h"
 #include "convplan/reference.h"
+#include "tune/post_op_inputs.h"
 #include "core/tensor_offsets.h"
 
 namespace convplan {
@@ -288,7 +289,10 @@ class TuneRun {
   StatusOr<std::string> check_output(NoteSet notes, double& relative_error, std::string& label);
   Tensor& output() { return tensors_[static_cast<size_t>(problem_.output_tensor())]; }
   TensorPointers pointers() const {
-    return {tensors_[0].buffer.payload(), tensors_[1].buffer.payload(), tensors_[2].buffer.payload()};
+    TensorPointers t{tensors_[0].buffer.payload(), tensors_[1].buffer.payload(),
+                     tensors_[2].buffer.payload()};
+    post_inputs_.attach(t);
+    return t;
   }
   void say(const std::string& line) const { log(LogLevel::kInfo, "tune: " + line); }
   bool needs_execution() const {
@@ -323,6 +327,7 @@ class TuneRun {
   std::vector<int64_t> check_offsets_;
   std::vector<double> reference_values_;
   std::vector<uint8_t> output_copy_;  // the checked output elements, reused by every candidate
+  tune_detail::PostOpInputs post_inputs_;  // bias and residual of a post-op chain
   // Where the tune's wall time went, for CONVPLAN_VERBOSE: heuristics and knob queries, input
   // data and reference, plan builds, validation runs with their checks, timed runs.
   struct Phases {
@@ -498,6 +503,7 @@ Status TuneRun::prepare_buffers() {
       }
     });
   }
+  CONVPLAN_RETURN_IF_ERROR(post_inputs_.prepare(backend_, handle_, allocator_, problem_, rng_()));
   buffers_ready_ = true;
   flush_l2_ = problem_.min_bytes() <= static_cast<double>(device_.l2_bytes);
   if (policy_.validate) CONVPLAN_RETURN_IF_ERROR(compute_reference());
@@ -522,7 +528,8 @@ Status TuneRun::compute_reference() {
         from_data_type(problem_.data_type, tensors_[t].image.data() + kGuardBytes, host[t].data(), span);
       }
     }
-    Status s = reference_convolution(problem_, host[0], host[1], host[2]);
+    // The plain convolution; post_inputs_ applies a chain below.
+    Status s = reference_convolution(problem_.without_post_ops(), host[0], host[1], host[2]);
     if (!s.ok()) return s.with_context("reference for " + problem_.to_string());
     const std::vector<double>& ov = host[static_cast<size_t>(problem_.output_tensor())];
     reference_values_.clear();
@@ -562,7 +569,7 @@ Status TuneRun::compute_reference() {
       const std::vector<int64_t> part(check_offsets_.begin() + begin, check_offsets_.begin() + end);
       std::vector<double> values;
       statuses[static_cast<size_t>(begin)] = reference_convolution_at(
-          problem_, tensors_[0].image.data() + kGuardBytes, tensors_[1].image.data() + kGuardBytes,
+          problem_.without_post_ops(), tensors_[0].image.data() + kGuardBytes, tensors_[1].image.data() + kGuardBytes,
           tensors_[2].image.data() + kGuardBytes, part, values);
       std::copy(values.begin(), values.end(), reference_values_.begin() + begin);
     });
@@ -570,6 +577,7 @@ Status TuneRun::compute_reference() {
       if (!s.ok()) return s.with_context("sampled reference for " + problem_.to_string());
     }
   }
+  post_inputs_.apply(problem_, check_offsets_, reference_values_);
   if (policy_.verbose >= 2) {
     say(std::string(full ? "full" : "sampled") + " reference over " +
         std::to_string(check_offsets_.size()) + " output elements in " +

@@ -182,3 +182,55 @@ TEST(KnobTypeName, NamesEveryKnobAndOnlyThose) {
 
 }  // namespace
 }  // namespace convplan
+
+namespace convplan {
+namespace {
+
+TEST(EngineConfigUnfused, PrefixRoundTripsAndOrdersApart) {
+  EngineConfig c;
+  c.engine_id = 12;
+  c.knobs = {{3, 1}};
+  c.unfused = true;
+  EXPECT_EQ(c.to_string(), "unfused+eng12:k3=1");
+  StatusOr<EngineConfig> back = EngineConfig::parse(c.to_string());
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_EQ(*back, c);
+  EngineConfig fused = c;
+  fused.unfused = false;
+  EXPECT_EQ(fused.to_string(), "eng12:k3=1");
+  EXPECT_NE(fused, c);
+  EXPECT_TRUE(fused < c || c < fused);  // distinct set/map keys in the tuner and the cache
+  StatusOr<EngineConfig> bare = EngineConfig::parse("unfused+eng0");
+  ASSERT_TRUE(bare.ok());
+  EXPECT_TRUE(bare->unfused);
+  EXPECT_EQ(bare->engine_id, 0);
+}
+
+TEST(EngineConfigUnfused, ComesBeforeARewrite) {
+  EngineConfig c;
+  c.engine_id = 62;
+  c.rewrite = "s2d2";
+  c.unfused = true;
+  EXPECT_EQ(c.to_string(), "unfused+s2d2+eng62");
+  StatusOr<EngineConfig> back = EngineConfig::parse(c.to_string());
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_EQ(*back, c);
+  StatusOr<EngineConfig> twice = EngineConfig::parse("unfused+unfused+eng1");
+  ASSERT_FALSE(twice.ok());
+  EXPECT_NE(twice.status().message().find("'unfused' is not a rewrite"), std::string::npos)
+      << twice.status().message();
+}
+
+TEST(EngineConfigUnfused, MalformedPrefixesAreRejected) {
+  for (const char* text : {"unfused+", "unfused", "unfused+unfused+eng1", "unfused-eng1",
+                           "eng1+unfused", "UNFUSED+eng1", "unfused+ eng1"}) {
+    StatusOr<EngineConfig> c = EngineConfig::parse(text);
+    EXPECT_FALSE(c.ok()) << "accepted '" << text << "'";
+    if (!c.ok()) {
+      EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace convplan

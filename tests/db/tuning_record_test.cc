@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "convplan/problem.h"
 #include "convplan/tune_policy.h"
 #include "convplan/tuning_record.h"
 #include "db/db_test_records.h"
@@ -182,6 +183,70 @@ TEST(TuningRecordTest, UnknownFieldsAreIgnoredAndOptionalOnesMayBeAbsent) {
   EXPECT_TRUE(back->candidates.empty());
   EXPECT_EQ(back->plan_json, "");
   EXPECT_EQ(back->tuning_ms, 0);
+}
+
+}  // namespace
+}  // namespace convplan
+
+namespace convplan {
+namespace {
+
+// A record of a problem with a post-op chain, won by an unfused configuration: the key holds the
+// chain (through the problem's canonical text), and the JSON keeps "unfused" on the config and
+// on each candidate; a fused record's JSON has no "unfused" field at all.
+TEST(TuningRecordPostOps, UnfusedConfigAndChainRoundTrip) {
+  StatusOr<ConvProblem> p = parse_problem(
+      "dt:bf16,layout:nhwc,post:bias+add+relu/g1mb32ic64ih56iw56oc256oh56ow56kh1kw1sh1sw1ph0pw0");
+  ASSERT_TRUE(p.ok()) << p.status().to_string();
+  TuningRecord r = testing::make_test_record(3);
+  r.problem = p->to_string();
+  r.config.unfused = true;
+  r.candidates[0].config.unfused = true;
+  r.plan_json = "convplan-unfused:{\"plan\": 1}";
+  const std::string json = to_json(r);
+  StatusOr<TuningRecord> back = tuning_record_from_json(json);
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_EQ(*back, r);
+  EXPECT_TRUE(back->config.unfused);
+  EXPECT_TRUE(back->candidates[0].config.unfused);
+  EXPECT_FALSE(back->candidates[1].config.unfused);
+  Json j = Json::parse(json);
+  EXPECT_EQ(j["config"]["unfused"], true);
+  EXPECT_EQ(j["config"]["text"], r.config.to_string());
+  EXPECT_FALSE(j["candidates"][1]["config"].contains("unfused"));
+  StatusOr<ConvProblem> again = parse_problem(back->problem);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, *p);
+  EXPECT_NE(r.key().find("post:bias+add+relu"), std::string::npos) << r.key();
+}
+
+TEST(TuningRecordPostOps, UnfusedMustBeABooleanAndAgreeWithTheText) {
+  TuningRecord r = testing::make_test_record(4);
+  r.config.unfused = true;
+  Json j = Json::parse(to_json(r));
+  j["config"]["unfused"] = "yes";
+  StatusOr<TuningRecord> bad = tuning_record_from_json(j.dump());
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("config.unfused"), std::string::npos)
+      << bad.status().message();
+  j["config"]["unfused"] = false;  // the text still says unfused+
+  bad = tuning_record_from_json(j.dump());
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("config.text"), std::string::npos)
+      << bad.status().message();
+}
+
+TEST(RecordKeyPostOps, ChainsMakeDistinctKeys) {
+  DeviceInfo device;
+  device.name = "NVIDIA H200";
+  TunePolicy policy;
+  const std::string conv = "g1mb32ic64ih56iw56oc64oh56ow56kh3kw3sh1sw1ph1pw1";
+  const std::string plain = record_key(device, *parse_problem(conv), policy);
+  const std::string relu = record_key(device, *parse_problem("post:relu/" + conv), policy);
+  const std::string bias_relu = record_key(device, *parse_problem("post:bias+relu/" + conv), policy);
+  EXPECT_NE(plain, relu);
+  EXPECT_NE(relu, bias_relu);
+  EXPECT_NE(bias_relu.find("post:bias+relu"), std::string::npos) << bias_relu;
 }
 
 }  // namespace

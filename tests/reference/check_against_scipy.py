@@ -3,14 +3,15 @@
 
 Draws random problems of every kind (1/2/3-D; groups, depthwise included; stride, dilation,
 asymmetric padding; the three directions; alpha/beta; channels-first, channels-last and explicit
-strided layouts), runs the reference on random data through the reference_dump tool, and
+strided layouts; forward problems with post-op chains of every kind, in random orders), runs the reference on random data through the reference_dump tool, and
 recomputes each result with NumPy/SciPy:
   forward          scipy.signal.correlate of the padded input with the dilated filter, 'valid',
                    then every stride-th element;
   backward-data    scipy.signal.convolve ('full') of the stride-upsampled dy with the dilated
                    filter, placed in the padded input and cropped;
   backward-filter  scipy.signal.correlate ('valid') of the padded input with the upsampled dy,
-                   summed over the batch, sampled at every dilation-th tap.
+                   summed over the batch, sampled at every dilation-th tap;
+  post-op chain    NumPy/SciPy element-wise (scipy.special.erf, expit) on the forward result.
 Each result must match with relative L2 error < 1e-12; the tensors a direction only reads, and
 the strided gaps of the one it writes, must be left bit-for-bit unchanged. The shapes and strides
 the tool reports are checked against the ones computed here.
@@ -30,6 +31,7 @@ import tempfile
 try:
     import numpy as np
     import scipy.signal
+    import scipy.special
 except ImportError as e:  # CI installs them; elsewhere the check is skipped, not failed
     print(f"SKIP: numpy/scipy not available ({e})")
     sys.exit(77)
@@ -40,6 +42,64 @@ LETTERS = {1: "w", 2: "hw", 3: "dhw"}
 
 def output_size(i, k, s, pb, pa, dil):
     return (i + pb + pa - dil * (k - 1) - 1) // s + 1
+
+
+ACTIVATIONS = ["relu", "relu6", "gelu", "gelu_tanh", "silu", "sigmoid", "tanh", "elu"]
+
+
+def random_chain(rng, counter):
+    """A post-op chain: the activation ACTIVATIONS[counter % 8] (so each occurs), maybe a second
+    one, a bias and an add with a scale, in a random order."""
+    chain = [(ACTIVATIONS[counter % len(ACTIVATIONS)], 1.0)]
+    if rng.random() < 0.3:
+        chain.append((rng.choice(ACTIVATIONS), 1.0))
+    if rng.random() < 0.7:
+        chain.append(("bias", 1.0))
+    if rng.random() < 0.6:
+        chain.append(("add", rng.choice([1.0, 0.5, -2.0, rng.uniform(-2, 2)])))
+    rng.shuffle(chain)
+    return chain
+
+
+def chain_text(chain):
+    return "+".join(op if op != "add" or scale == 1.0 else f"add*{scale!r}" for op, scale in chain)
+
+
+def parse_chain(text):
+    """The chain of convplan's canonical text ("bias+add*-2+relu") as (op, scale) pairs."""
+    chain = []
+    for token in text.split("+"):
+        op, _, scale = token.partition("*")
+        chain.append((op, float(scale) if scale else 1.0))
+    return chain
+
+
+def apply_chain(chain, v, bias, residual):
+    """The chain on v (n, k, spatial...) with bias (k,) and residual (v's shape)."""
+    for op, scale in chain:
+        if op == "bias":
+            v = v + bias.reshape([1, -1] + [1] * (v.ndim - 2))
+        elif op == "add":
+            v = v + scale * residual
+        elif op == "relu":
+            v = np.maximum(v, 0.0)
+        elif op == "relu6":
+            v = np.clip(v, 0.0, 6.0)
+        elif op == "gelu":
+            v = 0.5 * v * (1.0 + scipy.special.erf(v / np.sqrt(2.0)))
+        elif op == "gelu_tanh":
+            v = 0.5 * v * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (v + 0.044715 * v ** 3)))
+        elif op == "silu":
+            v = v * scipy.special.expit(v)
+        elif op == "sigmoid":
+            v = scipy.special.expit(v)
+        elif op == "tanh":
+            v = np.tanh(v)
+        elif op == "elu":
+            v = np.where(v > 0, v, np.expm1(np.minimum(v, 0.0)))
+        else:
+            raise ValueError(op)
+    return v
 
 
 def random_problem(rng, index):
@@ -71,8 +131,12 @@ def random_problem(rng, index):
         sp.append(dict(i=i, f=f, s=s, pb=pb, pa=pa, dil=dil, o=output_size(i, f, s, pb, pa, dil)))
     alpha = rng.choice([1.0, -0.5, 2.0, rng.uniform(-3, 3)])
     beta = rng.choice([0.0, 0.0, 1.0, rng.uniform(-2, 2)])
+    chain = []
+    if direction == "fwd" and rng.random() < 0.6:
+        chain = random_chain(rng, index // 3)
+        beta = 0.0  # a chain takes no beta
     return dict(dims=dims, direction=direction, layout=layout, g=g, n=n, c=c, k=k, sp=sp,
-                alpha=alpha, beta=beta)
+                alpha=alpha, beta=beta, chain=chain)
 
 
 def logical_dims(prb):
@@ -109,6 +173,8 @@ def random_strides(rng, dims):
 def problem_text(rng, prb):
     """The problem in convplan's text form (benchdnn letters), output letters sometimes given."""
     flags = [f"dir:{prb['direction']}", "dt:f64", f"alpha:{prb['alpha']!r}", f"beta:{prb['beta']!r}"]
+    if prb["chain"]:
+        flags.append("post:" + chain_text(prb["chain"]))
     if prb["layout"] == "explicit":
         for t, key in (("x", "xs"), ("w", "ws"), ("y", "ys")):
             flags.append(key + ":" + "x".join(str(s) for s in prb["strides"][t]))
@@ -258,6 +324,23 @@ def check(prb, text, job_dir):
     else:
         conv = conv_backward_filter(prb, logical["x"], logical["y"])
     expected = prb["alpha"] * conv + prb["beta"] * logical[out]
+    if prb["chain"]:
+        ops = {op for op, _ in prb["chain"]}
+        if parse_chain(meta.get("post", "")) != prb["chain"]:
+            failures.append(f"{text}: post {meta.get('post')!r} != {chain_text(prb['chain'])!r}")
+        k = prb["k"]
+        bias = np.zeros(k)
+        residual = np.zeros(expected.shape)
+        if "bias" in ops:
+            if meta["bias"]["dims"] != [1, k] + [1] * prb["dims"] or meta["bias"]["span"] != k:
+                failures.append(f"{text}: bias shape {meta['bias']}")
+            bias = np.fromfile(os.path.join(job_dir, "bias.f64"), dtype="<f8")[:k]
+        if "add" in ops:
+            if meta["residual"]["strides"] != prb["strides"]["y"]:
+                failures.append(f"{text}: residual strides {meta['residual']['strides']}")
+            raw = np.fromfile(os.path.join(job_dir, "residual.f64"), dtype="<f8")
+            residual = view(raw, dims["y"], prb["strides"]["y"])
+        expected = apply_chain(prb["chain"], expected, bias, residual)
     got = view(buffers[out][1], dims[out], prb["strides"][out])
     err = relative_error(got, expected)
     if not err < TOLERANCE:
@@ -304,17 +387,23 @@ def main():
             print(run.stderr, end="")
         failures = []
         kinds = set()
+        chains = set()
         for index, (prb, text, _) in enumerate(problems):
             job_failures = check(prb, text, os.path.join(tmp, str(index)))
             failures += job_failures
             kinds.add((prb["dims"], prb["direction"], prb["layout"]))
+            chains.update(op for op, _ in prb["chain"])
     for f in failures[:30]:
         print("FAIL:", f)
     if failures:
         print(f"{len(failures)} failures in {len(problems)} problems")
         return 1
     print(f"PASS: {len(problems)} problems ({len(kinds)} kinds of dims x direction x layout) "
-          f"match NumPy/SciPy with relative error < {TOLERANCE}")
+          f"match NumPy/SciPy with relative error < {TOLERANCE}; post-ops seen: "
+          f"{', '.join(sorted(chains))}")
+    if len(chains) < len(ACTIVATIONS) + 2:
+        print("FAIL: not every post-op was drawn; raise --count")
+        return 1
     return 0
 
 

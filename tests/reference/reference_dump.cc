@@ -8,7 +8,10 @@
 //   y_after.f64 (the buffers after reference_convolution), as raw little-endian doubles, and
 //   meta.json: {"problem": canonical text, "direction", "output_tensor": "x"|"w"|"y",
 //   "x"|"w"|"y": {"dims": [...], "strides": [...], "span": N}}. Values are uniform in [-1, 1]
-//   from std::mt19937_64(SEED), drawn for x, then w, then y.
+//   from std::mt19937_64(SEED), drawn for x, then w, then y. A problem with a post-op chain
+//   also gets bias.f64 and residual.f64 (drawn after y, the bias first; each only when the
+//   chain has the op) and meta.json says "post": the chain's text, and "bias"/"residual": their
+//   shapes.
 // Exit status: 0 when every job ran; 2 on bad usage; 1 when a job failed (the reason on stderr).
 #include <cstdint>
 #include <cstdio>
@@ -63,10 +66,19 @@ bool run_job(const std::filesystem::path& dir, uint64_t seed, const std::string&
   std::vector<double> x = random_buffer(p.x_shape().span_elements(), rng);
   std::vector<double> w = random_buffer(p.w_shape().span_elements(), rng);
   std::vector<double> y = random_buffer(p.y_shape().span_elements(), rng);
+  std::vector<double> bias, residual;
+  if (p.post_ops.has(convplan::PostOpKind::kBias)) {
+    bias = random_buffer(p.bias_shape().span_elements(), rng);
+  }
+  if (p.post_ops.has(convplan::PostOpKind::kAdd)) {
+    residual = random_buffer(p.residual_shape().span_elements(), rng);
+  }
   std::filesystem::create_directories(dir);
   bool ok = write_doubles(dir / "x_before.f64", x) && write_doubles(dir / "w_before.f64", w) &&
             write_doubles(dir / "y_before.f64", y);
-  const convplan::Status s = convplan::reference_convolution(p, x, w, y);
+  if (!bias.empty()) ok = ok && write_doubles(dir / "bias.f64", bias);
+  if (!residual.empty()) ok = ok && write_doubles(dir / "residual.f64", residual);
+  const convplan::Status s = convplan::reference_convolution(p, x, w, y, bias, residual);
   if (!s.ok()) {
     std::cerr << "reference_dump: " << text << ": " << s.to_string() << "\n";
     return false;
@@ -76,7 +88,12 @@ bool run_job(const std::filesystem::path& dir, uint64_t seed, const std::string&
   std::ofstream meta(dir / "meta.json");
   meta << "{\"problem\": \"" << p.to_string() << "\", \"direction\": \"" << convplan::to_string(p.direction)
        << "\", \"output_tensor\": \"" << to_string(p.output_tensor()) << "\", \"x\": " << shape_json(p.x_shape())
-       << ", \"w\": " << shape_json(p.w_shape()) << ", \"y\": " << shape_json(p.y_shape()) << "}\n";
+       << ", \"w\": " << shape_json(p.w_shape()) << ", \"y\": " << shape_json(p.y_shape());
+  if (!p.post_ops.empty()) {
+    meta << ", \"post\": \"" << p.post_ops.to_string() << "\", \"bias\": " << shape_json(p.bias_shape())
+         << ", \"residual\": " << shape_json(p.residual_shape());
+  }
+  meta << "}\n";
   ok = ok && static_cast<bool>(meta);
   if (!ok) std::cerr << "reference_dump: could not write " << dir << "\n";
   return ok;

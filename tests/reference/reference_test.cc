@@ -7,6 +7,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <numeric>
@@ -432,6 +433,58 @@ TEST(ReferenceErrors, RejectsInvalidProblemsAndShortBuffers) {
   EXPECT_NE(s.message().find("x holds 7 elements"), std::string::npos) << s.message();
   p.groups = 3;
   EXPECT_EQ(reference_convolution(p, x, w, y).code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace convplan
+
+namespace convplan {
+namespace {
+
+// Post-op chains in the reference (their numbers are checked against NumPy/SciPy by
+// check_against_scipy.py): the formulas at known points, and the tensors a chain needs.
+TEST(ReferencePostOps, KnownValues) {
+  auto one = [](const char* chain, double v, double bias = 0, double residual = 0) {
+    return apply_post_ops(*PostOps::parse(chain), v, bias, residual);
+  };
+  EXPECT_EQ(one("relu", -2), 0.0);
+  EXPECT_EQ(one("relu", 3), 3.0);
+  EXPECT_EQ(one("relu6", 7), 6.0);
+  EXPECT_EQ(one("relu6", -1), 0.0);
+  EXPECT_EQ(one("bias+relu", -1, 3), 2.0);
+  EXPECT_EQ(one("relu+bias", -1, 3), 3.0);  // order matters
+  EXPECT_EQ(one("add*0.5", 1, 0, 4), 3.0);
+  EXPECT_EQ(one("bias+add+relu", 1, 2, -4), 0.0);
+  EXPECT_NEAR(one("sigmoid", 0), 0.5, 1e-15);
+  EXPECT_NEAR(one("silu", 1), 1.0 / (1.0 + std::exp(-1.0)), 1e-15);
+  EXPECT_NEAR(one("gelu", 1), 0.8413447460685429, 1e-15);
+  EXPECT_NEAR(one("gelu_tanh", 1), 0.8411919906082768, 1e-15);
+  EXPECT_NEAR(one("tanh", 0.5), std::tanh(0.5), 1e-15);
+  EXPECT_NEAR(one("elu", -1), std::exp(-1.0) - 1.0, 1e-15);
+  EXPECT_EQ(one("elu", 2), 2.0);
+}
+
+TEST(ReferencePostOps, MissingTensorsAreNamed) {
+  const ConvProblem p = *parse_problem("dt:f64,post:bias+add+relu/g1mb1ic2ih3iw3oc2oh3ow3kh1kw1");
+  std::vector<double> x(18, 1.0), w(4, 1.0), y(18, 0.0), bias(2, 0.5), residual(18, 1.0);
+  Status s = reference_convolution(p, x, w, y);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("bias holds 0 elements"), std::string::npos) << s.message();
+  s = reference_convolution(p, x, w, y, bias, {});
+  EXPECT_NE(s.message().find("residual holds 0 elements"), std::string::npos) << s.message();
+  ASSERT_TRUE(reference_convolution(p, x, w, y, bias, residual).ok());
+  for (double v : y) EXPECT_EQ(v, 2.0 + 0.5 + 1.0);  // conv of ones over 2 channels
+  std::vector<double> out;
+  s = reference_convolution_at(p, x.data(), w.data(), y.data(), {0}, out);
+  EXPECT_NE(s.message().find("needs the bias tensor"), std::string::npos) << s.message();
+  // The sampled form agrees with the full one.
+  std::vector<uint8_t> hb(bias.size() * 8), hr(residual.size() * 8);
+  std::memcpy(hb.data(), bias.data(), hb.size());
+  std::memcpy(hr.data(), residual.data(), hr.size());
+  ASSERT_TRUE(reference_convolution_at(p, x.data(), w.data(), y.data(),
+                                       PostOpTensors{hb.data(), hr.data()}, {0, 5, 17}, out)
+                  .ok());
+  EXPECT_EQ(out, (std::vector<double>{3.5, 3.5, 3.5}));
 }
 
 }  // namespace

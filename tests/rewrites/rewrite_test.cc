@@ -171,3 +171,22 @@ TEST(RewriteProof, UnsupportedRewritesSayWhy) {
 
 }  // namespace
 }  // namespace convplan
+
+namespace convplan {
+namespace {
+
+// A post-op chain's bias and residual have the user's k and y: no rewrite is offered for a
+// problem with one (the ResNet-50 stem has space-to-depth and padding rewrites without it).
+TEST(RewriteProof, ProblemsWithPostOpChainsGetNoRewrite) {
+  const char* stem = "dt:bf16,layout:nhwc,post:bias+relu/g1mb32ic3ih224iw224oc64oh112ow112kh7kw7sh2sw2ph3pw3";
+  StatusOr<ConvProblem> p = parse_problem(stem);
+  ASSERT_TRUE(p.ok()) << p.status().to_string();
+  EXPECT_TRUE(applicable_rewrites(*p).empty());
+  EXPECT_FALSE(applicable_rewrites(p->without_post_ops()).empty());
+  StatusOr<Rewrite> r = make_rewrite(*p, RewriteSpec{2, 1, 1});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("no post-op chains"), std::string::npos) << r.status().message();
+}
+
+}  // namespace
+}  // namespace convplan

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "convplan/reference.h"
+#include "epilogues/epilogue.h"
 
 namespace convplan::testing {
 namespace {
@@ -125,23 +126,27 @@ class ScriptedBackend::ScriptedPlan final : public Plan {
     if (engine_.workspace_bytes > 0 && workspace == nullptr) {
       return invalid_argument("scripted engine needs a workspace and got none");
     }
-    if (!owner_.completion_lag_.load()) return run(owner_, problem_, engine_, t, workspace, timed);
+    const bool unfused = config_.unfused;
+    if (!owner_.completion_lag_.load()) {
+      return run(owner_, problem_, engine_, unfused, t, workspace, timed);
+    }
     // The work outlives this plan (as a launched kernel outlives cudnnDestroy of its plan): it
     // holds copies, not the plan.
     ScriptedBackend* owner = &owner_;
     const ConvProblem problem = problem_;
     const ScriptedEngine* engine = &engine_;
-    owner_.enqueue(handle_, {t.x, t.w, t.y, workspace}, [owner, problem, engine, t, workspace, timed] {
+    owner_.enqueue(handle_, {t.x, t.w, t.y, workspace}, [owner, problem, engine, unfused, t, workspace, timed] {
       ++owner->lagged_runs;
-      const Status s = run(*owner, problem, *engine, t, workspace, timed);
+      const Status s = run(*owner, problem, *engine, unfused, t, workspace, timed);
       if (!s.ok()) ADD_FAILURE() << "lagged scripted run failed: " << s.to_string();
     });
     return ok_status();
   }
 
+  // unfused: the plain convolution, then the epilogue's host twin (an unfused candidate).
   static Status run(ScriptedBackend& owner, const ConvProblem& problem,
-                    const ScriptedEngine& engine, const TensorPointers& t, void* workspace,
-                    bool timed) {
+                    const ScriptedEngine& engine, bool unfused, const TensorPointers& t,
+                    void* workspace, bool timed) {
     const TensorShape xs = problem.x_shape(), ws = problem.w_shape(), ys = problem.y_shape();
     const DataType dt = problem.data_type;
     auto load = [&](void* p, const TensorShape& s) {
@@ -150,7 +155,21 @@ class ScriptedBackend::ScriptedPlan final : public Plan {
       return v;
     };
     std::vector<double> x = load(t.x, xs), w = load(t.w, ws), y = load(t.y, ys);
-    CONVPLAN_RETURN_IF_ERROR(reference_convolution(problem, x, w, y));
+    // A chain: fused, the reference computes it; unfused, the plain convolution here and the
+    // epilogue's host twin over the written output below (as the cuDNN backend's two steps).
+    const PostOps& chain = problem.post_ops;
+    std::vector<double> bias, residual;
+    if (chain.has(PostOpKind::kBias) && t.bias != nullptr) {
+      bias = load(const_cast<void*>(t.bias), problem.bias_shape());
+    }
+    if (chain.has(PostOpKind::kAdd) && t.residual != nullptr) {
+      residual = load(const_cast<void*>(t.residual), problem.residual_shape());
+    }
+    if (unfused) {
+      CONVPLAN_RETURN_IF_ERROR(reference_convolution(problem.without_post_ops(), x, w, y));
+    } else {
+      CONVPLAN_RETURN_IF_ERROR(reference_convolution(problem, x, w, y, bias, residual));
+    }
     const TensorRole out = problem.output_tensor();
     std::vector<double>& ov = by_role(out, x, w, y);
     void* op = by_role(out, t.x, t.w, t.y);
@@ -159,6 +178,10 @@ class ScriptedBackend::ScriptedPlan final : public Plan {
       for (double& v : ov) v *= 1.5;
     }
     to_data_type(dt, ov.data(), op, os.span_elements());
+    if (unfused) {
+      CONVPLAN_RETURN_IF_ERROR(
+          epilogue_detail::run_epilogue_on_host(problem, op, t.bias, t.residual));
+    }
     if (engine.behavior == EngineBehavior::kWritesPastOutput) {
       std::memset(static_cast<char*>(op) + span_bytes(problem, os), 0x5a, 64);
     }
@@ -227,6 +250,12 @@ StatusOr<std::vector<Candidate>> ScriptedBackend::candidates(cudnnHandle_t, cons
     c.notes = e.notes;
     c.rank = static_cast<int>(out.size());
     out.push_back(std::move(c));
+    if (!p.post_ops.empty()) {  // both kinds, as the cuDNN backend offers them
+      Candidate unfused = out.back();
+      unfused.config.unfused = true;
+      unfused.rank = static_cast<int>(out.size());
+      out.push_back(std::move(unfused));
+    }
   }
   return out;
 }

@@ -222,6 +222,22 @@ TEST_F(Cli, UnknownFlagExits2NamingTheFlag) {
   }
 }
 
+// run takes fused descriptors: a malformed chain is a usage error naming the token, a chain on
+// a backward direction one naming the field; a good one gets past parsing (exit 3 here: no GPU,
+// or 0 on a GPU machine).
+TEST_F(Cli, RunTakesPostOpChains) {
+  const std::string conv = "g1mb2ic8ih8iw8oc16kh3kw3ph1pw1";
+  Result r = run({"run", "post:bias+rleu/" + conv});
+  EXPECT_EQ(r.exit_code, 2) << describe(r);
+  EXPECT_NE(r.err.find("'rleu' at 5 in the post-op chain"), std::string::npos) << describe(r);
+  r = run({"run", "dir:bwd_data,post:relu/" + conv});
+  EXPECT_EQ(r.exit_code, 2) << describe(r);
+  EXPECT_NE(r.err.find("post_ops=relu is only for direction=fwd"), std::string::npos)
+      << describe(r);
+  r = run({"run", "dt:bf16,layout:nhwc,post:bias+add*0.5+gelu/" + conv});
+  EXPECT_TRUE(r.exit_code == 0 || r.exit_code == 3) << describe(r);
+}
+
 TEST_F(Cli, BadFlagValuesExit2NamingTheFlag) {
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {{"run", kGood, "--dir", "sideways"}, "--dir"},
@@ -468,6 +484,28 @@ TEST_F(Cli, BenchDryRunAppliesTheFlagsToEverySuite) {
       EXPECT_EQ(p.direction, Direction::kBackwardFilter);
     }
   }
+}
+
+// The inference suite carries its chains into the rows; a backward direction on it is refused,
+// naming the chain (the chains are forward only).
+TEST_F(Cli, BenchDryRunKeepsThePostOpChains) {
+  const Result r = run({"bench", "--suite", "resnet50_infer", "--dry-run", "--batch", "256",
+                        "--json", "-"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  const nlohmann::json j = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << describe(r);
+  ASSERT_EQ(j["rows"].size(), 24u);
+  int with_add = 0;
+  for (const nlohmann::json& row : j["rows"]) {
+    const ConvProblem p = *parse_problem(row["descriptor"].get<std::string>());
+    EXPECT_EQ(p.n, 256);
+    EXPECT_TRUE(p.post_ops.has(PostOpKind::kBias)) << row["descriptor"];
+    with_add += p.post_ops.has(PostOpKind::kAdd) ? 1 : 0;
+  }
+  EXPECT_EQ(with_add, 4);  // the conv3 row of each stage
+  const Result back = run({"bench", "--suite", "resnet50_infer", "--dry-run", "--dir", "bwd_data"});
+  EXPECT_NE(back.exit_code, 0) << describe(back);
+  EXPECT_NE(back.err.find("is only for direction=fwd"), std::string::npos) << describe(back);
 }
 
 TEST_F(Cli, BenchDryRunReadsOwnSuiteFiles) {

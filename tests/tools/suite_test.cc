@@ -21,9 +21,10 @@ Suite load_builtin(const std::string& name) {
   return s.ok() ? *s : Suite{};
 }
 
-TEST(BuiltinSuites, AreTheFourModelSuites) {
+TEST(BuiltinSuites, AreTheModelSuites) {
   EXPECT_EQ(builtin_suite_names(),
-            (std::vector<std::string>{"mobilenet_v2", "resnet50", "resnext50_32x4d", "unet3d"}));
+            (std::vector<std::string>{"mobilenet_v2", "resnet50", "resnet50_infer",
+                                      "resnext50_32x4d", "unet3d"}));
 }
 
 TEST(BuiltinSuites, EachMatchesItsFileInTheSourceTree) {
@@ -54,6 +55,32 @@ TEST(BuiltinSuites, ResNet50Has23DistinctForwardConvolutionsFor53Layers) {
   // The stem and the last stage's 3x3 reach the expected output sizes.
   EXPECT_EQ(s.entries.front().problem.output()[0], 112);
   EXPECT_EQ(s.entries.back().problem.output()[0], 7);
+}
+
+// The inference suite: resnet50's shapes, each with the chain the eval-mode model (batch norm
+// folded) has after it: every conv3 adds the residual, every downsample only its bias.
+TEST(BuiltinSuites, ResNet50InferIsResNet50WithItsEpilogues) {
+  const Suite infer = load_builtin("resnet50_infer");
+  const Suite plain = load_builtin("resnet50");
+  EXPECT_EQ(infer.entries.size(), 24u);
+  EXPECT_EQ(infer.total_count(), 53);
+  std::set<std::string> plain_shapes, infer_shapes;
+  for (const SuiteEntry& e : plain.entries) plain_shapes.insert(e.problem.to_string());
+  int counts[3] = {0, 0, 0};  // bias+relu, bias+add+relu, bias
+  for (const SuiteEntry& e : infer.entries) {
+    EXPECT_FALSE(e.given.batch) << e.name;
+    infer_shapes.insert(e.problem.without_post_ops().to_string());
+    const std::string chain = e.problem.post_ops.to_string();
+    const bool conv3 = e.name.find("conv3") != std::string::npos;
+    const bool downsample = e.name.find("downsample") != std::string::npos;
+    const std::string expected = conv3 ? "bias+add+relu" : downsample ? "bias" : "bias+relu";
+    EXPECT_EQ(chain, expected) << e.name;
+    counts[chain == "bias+relu" ? 0 : chain == "bias" ? 2 : 1] += e.count;
+  }
+  EXPECT_EQ(infer_shapes, plain_shapes);
+  EXPECT_EQ(counts[0], 33);  // conv1 and 16 blocks x (conv1, conv2)
+  EXPECT_EQ(counts[1], 16);  // 16 blocks
+  EXPECT_EQ(counts[2], 4);   // 4 stages
 }
 
 TEST(BuiltinSuites, ResNeXt50GroupsEvery3x3By32AndNothingElse) {

@@ -133,15 +133,20 @@ StatusOr<std::unique_ptr<Session>> Session::open(const SessionOptions& options) 
 
 TensorBytes TensorBytes::of(const ConvProblem& p) {
   const auto size = static_cast<size_t>(size_of(p.data_type));
+  const bool bias = p.post_ops.has(PostOpKind::kBias), add = p.post_ops.has(PostOpKind::kAdd);
   return {static_cast<size_t>(p.x_shape().span_elements()) * size,
           static_cast<size_t>(p.w_shape().span_elements()) * size,
-          static_cast<size_t>(p.y_shape().span_elements()) * size};
+          static_cast<size_t>(p.y_shape().span_elements()) * size,
+          bias ? static_cast<size_t>(p.bias_shape().span_elements()) * size : 0,
+          add ? static_cast<size_t>(p.residual_shape().span_elements()) * size : 0};
 }
 
 void TensorBytes::grow_to(const TensorBytes& o) {
   x = std::max(x, o.x);
   w = std::max(w, o.w);
   y = std::max(y, o.y);
+  bias = std::max(bias, o.bias);
+  residual = std::max(residual, o.residual);
 }
 
 StatusOr<DeviceTensors> allocate_tensors(Session& session, const TensorBytes& bytes) {
@@ -150,6 +155,8 @@ StatusOr<DeviceTensors> allocate_tensors(Session& session, const TensorBytes& by
   CONVPLAN_ASSIGN_OR_RETURN(t.x, DeviceBuffer::allocate(a, bytes.x));
   CONVPLAN_ASSIGN_OR_RETURN(t.w, DeviceBuffer::allocate(a, bytes.w));
   CONVPLAN_ASSIGN_OR_RETURN(t.y, DeviceBuffer::allocate(a, bytes.y));
+  CONVPLAN_ASSIGN_OR_RETURN(t.bias, DeviceBuffer::allocate(a, bytes.bias));
+  CONVPLAN_ASSIGN_OR_RETURN(t.residual, DeviceBuffer::allocate(a, bytes.residual));
   return t;
 }
 
@@ -157,7 +164,7 @@ Status fill_random(Session& session, DeviceTensors& tensors, DataType t, uint64_
   const size_t elem = static_cast<size_t>(size_of(t));
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<double> uniform(-1.0, 1.0);
-  for (DeviceBuffer* b : {&tensors.x, &tensors.w, &tensors.y}) {
+  for (DeviceBuffer* b : {&tensors.x, &tensors.w, &tensors.y, &tensors.bias, &tensors.residual}) {
     const size_t elements = b->size() / elem;
     if (elements == 0) continue;
     const size_t block = std::min<size_t>(elements, size_t{1} << 20);
@@ -220,6 +227,8 @@ StatusOr<Verification> verify(Session& session, const ConvProblem& problem,
   std::vector<uint8_t> hx = read_back(session, tensors.x.get(), bytes.x, s);
   std::vector<uint8_t> hw = read_back(session, tensors.w.get(), bytes.w, s);
   std::vector<uint8_t> hy = read_back(session, tensors.y.get(), bytes.y, s);
+  std::vector<uint8_t> hbias = read_back(session, tensors.bias.get(), bytes.bias, s);
+  std::vector<uint8_t> hresidual = read_back(session, tensors.residual.get(), bytes.residual, s);
   CONVPLAN_RETURN_IF_ERROR(s);
   std::vector<uint8_t>& hout = by_role(problem.output_tensor(), hx, hw, hy);
   if (problem.beta == 0) std::fill(hout.begin(), hout.end(), 0);  // 0 bits are 0.0 in every type
@@ -245,7 +254,8 @@ StatusOr<Verification> verify(Session& session, const ConvProblem& problem,
       return d;
     };
     std::vector<double> dx = doubles(hx), dw = doubles(hw), dy = doubles(hy);
-    CONVPLAN_RETURN_IF_ERROR(reference_convolution(problem, dx, dw, dy));
+    CONVPLAN_RETURN_IF_ERROR(
+        reference_convolution(problem, dx, dw, dy, doubles(hbias), doubles(hresidual)));
     const std::vector<double>& full = by_role(problem.output_tensor(), dx, dw, dy);
     reference.reserve(offsets.size());
     for (int64_t o : offsets) reference.push_back(full[static_cast<size_t>(o)]);
@@ -255,7 +265,10 @@ StatusOr<Verification> verify(Session& session, const ConvProblem& problem,
     const int64_t samples = std::min<int64_t>(elements, 4096);
     for (int64_t i = 0; i < samples; ++i) offsets.push_back(offset_of(shape, pick(rng)));
     CONVPLAN_RETURN_IF_ERROR(
-        reference_convolution_at(problem, hx.data(), hw.data(), hy.data(), offsets, reference));
+        reference_convolution_at(problem, hx.data(), hw.data(), hy.data(),
+                                 PostOpTensors{hbias.empty() ? nullptr : hbias.data(),
+                                               hresidual.empty() ? nullptr : hresidual.data()},
+                                 offsets, reference));
   }
   std::vector<double> got(offsets.size());
   for (size_t i = 0; i < offsets.size(); ++i) {

@@ -63,19 +63,23 @@ class Session {
   std::string db_path_;
 };
 
-// The three tensors of a problem in device memory, each at least as large as asked.
+// The tensors of a problem in device memory, each at least as large as asked: x, w, y, and the
+// bias and residual of a post-op chain (empty without one).
 struct DeviceTensors {
-  DeviceBuffer x, w, y;
-  TensorPointers pointers() const { return {x.get(), w.get(), y.get()}; }
+  DeviceBuffer x, w, y, bias, residual;
+  TensorPointers pointers() const {
+    return {x.get(), w.get(), y.get(), bias.get(), residual.get()};
+  }
 };
-// Bytes each tensor of `p` needs (span_elements * size_of(data type)).
+// Bytes each tensor of `p` needs (span_elements * size_of(data type)); bias and residual 0 where
+// the chain has no bias or add.
 struct TensorBytes {
-  size_t x = 0, w = 0, y = 0;
+  size_t x = 0, w = 0, y = 0, bias = 0, residual = 0;
   static TensorBytes of(const ConvProblem& p);
   void grow_to(const TensorBytes& other);  // the larger of each
 };
 StatusOr<DeviceTensors> allocate_tensors(Session& session, const TensorBytes& bytes);
-// Fills all three buffers with values uniform in [-1, 1] of type `t` (a random block of up to
+// Fills every buffer (bias and residual too) with values uniform in [-1, 1] of type `t` (a random block of up to
 // 1 Mi elements, repeated), deterministic for a seed.
 Status fill_random(Session& session, DeviceTensors& tensors, DataType t, uint64_t seed);
 
