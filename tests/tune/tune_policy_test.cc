@@ -388,7 +388,8 @@ TEST_F(PolicyEnvTest, ReadsForbiddenNotes) {
 TEST_F(PolicyEnvTest, ReadsBooleans) {
   for (const char* var : {"CONVPLAN_DETERMINISTIC", "CONVPLAN_ALLOW_RUNTIME_COMPILATION"}) {
     for (const auto& [text, value] : std::map<std::string, bool>{
-             {"1", true}, {"true", true}, {"TRUE", true}, {"0", false}, {"false", false}}) {
+             {"1", true}, {"true", true}, {"TRUE", true}, {"yes", true}, {"On", true},
+             {"0", false}, {"false", false}, {"NO", false}, {"off", false}}) {
       auto p = read(var, text);
       ASSERT_TRUE(p.ok()) << var << "=" << text;
       EXPECT_EQ(std::string(var) == "CONVPLAN_DETERMINISTIC" ? p->deterministic
@@ -396,7 +397,8 @@ TEST_F(PolicyEnvTest, ReadsBooleans) {
                 value)
           << var << "=" << text;
     }
-    EXPECT_THAT(error_for(var, "yes"), HasSubstr("not a boolean"));
+    EXPECT_THAT(error_for(var, "maybe"), HasSubstr("not a boolean"));
+    EXPECT_THAT(error_for(var, "maybe"), HasSubstr(var));
     error_for(var, "2");
     error_for(var, "");
     env_.set(var, std::nullopt);

@@ -2,6 +2,8 @@
 
 #include "commands.h"
 #include "convplan/cudnn_backend.h"
+#include "convplan/input_limits.h"
+#include "convplan/tuning_db.h"
 #include "gpu.h"
 
 namespace convplan::cli {
@@ -35,6 +37,12 @@ int exit_code_for(const Status& s) {
 std::optional<TuneMode> tune_mode_flag(const std::string& s) {
   if (s.empty()) return std::nullopt;
   return *parse_tune_mode(s);
+}
+
+Status check_configuration() {
+  CONVPLAN_RETURN_IF_ERROR(TunePolicy::from_environment().status());
+  CONVPLAN_RETURN_IF_ERROR(max_input_bytes().status());
+  return TuningDatabase::check_environment();
 }
 
 int gpu_missing() {
