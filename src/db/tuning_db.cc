@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -390,6 +391,7 @@ class SqliteTuningDatabase final : public TuningDatabase {
   std::string path_;  // the canonical path; "" for in-memory; immutable after open
   DbOpenReport report_;
   bool read_only_ = false;  // opened in a folder this process cannot write
+  bool immutable_ = false;  // read_only_, and SQLite may not use locks or a -shm file
   std::vector<Row> salvaged_;  // during open only
   std::atomic<int64_t> skipped_{0};
 
@@ -418,13 +420,30 @@ int SqliteTuningDatabase::prepare_statements() {
   return rc;
 }
 
+// "file:<path>?immutable=1", every byte of the path but the unreserved ones percent-encoded.
+std::string immutable_uri(const std::string& path) {
+  std::string uri = "file:";
+  for (unsigned char c : path) {
+    if (std::isalnum(c) || c == '/' || c == '-' || c == '.' || c == '_' || c == '~') {
+      uri += static_cast<char>(c);
+    } else {
+      char hex[4];
+      std::snprintf(hex, sizeof hex, "%%%02X", c);
+      uri += hex;
+    }
+  }
+  return uri + "?immutable=1";
+}
+
 Status SqliteTuningDatabase::open_connection(bool read_only) {
   // NOFOLLOW: the file itself is never a link (check_database_files refused one; this closes
-  // the window after it). No SQLITE_OPEN_URI: path_ is absolute, so never a "file:" URI.
-  const int flags = (read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE) |
-                    SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW;
+  // the window after it). No SQLITE_OPEN_URI for the user's path: path_ is absolute, so never a
+  // "file:" URI; only the immutable form below is one, built here from the encoded path.
+  int flags = (read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE) | SQLITE_OPEN_NOMUTEX |
+              SQLITE_OPEN_NOFOLLOW;
+  if (immutable_) flags |= SQLITE_OPEN_URI;
   std::string message;
-  int rc = db_.open(path_, flags, &message);
+  int rc = db_.open(immutable_ ? immutable_uri(path_) : path_, flags, &message);
   if (rc != SQLITE_OK) {
     return sqlite_status(nullptr, rc, "tuning database " + label() + ": cannot open: " + message);
   }
@@ -439,6 +458,7 @@ bool environmental_failure(int code) {
   switch (code & 0xff) {
     case SQLITE_BUSY: case SQLITE_LOCKED: case SQLITE_IOERR: case SQLITE_NOMEM:
     case SQLITE_CANTOPEN: case SQLITE_FULL: case SQLITE_PERM: case SQLITE_INTERRUPT:
+    case SQLITE_READONLY:
       return true;
     default:
       return false;
@@ -696,7 +716,15 @@ StatusOr<std::unique_ptr<TuningDatabase>> SqliteTuningDatabase::open_existing_re
   // is there, and refuse a file that is damaged rather than hide it.
   self->read_only_ = true;
   self->report_.read_only = true;
-  CONVPLAN_ASSIGN_OR_RETURN(Check check, self->open_and_check());
+  StatusOr<Check> checked = self->open_and_check();
+  if (!checked.ok() && checked.status().code() == StatusCode::kIoError) {
+    // A WAL database whose -shm cannot be made in this folder: read the file alone (SQLite's
+    // immutable mode: no locks, no -shm), which is all a process that cannot write here needs.
+    self->close_connection();
+    self->immutable_ = true;
+    checked = self->open_and_check();
+  }
+  CONVPLAN_ASSIGN_OR_RETURN(Check check, std::move(checked));
   if (check.state == FileState::kFresh) {
     return corrupt_data("tuning database " + self->label() +
                         " is empty and its folder is not writable: nothing to read");
@@ -959,9 +987,16 @@ StatusOr<DbVerifyReport> SqliteTuningDatabase::verify_file(const std::string& pa
   // written either way.
   self->read_only_ = access(self->path_.c_str(), W_OK) != 0 ||
                      !detail::folder_writable(detail::parent_folder(self->path_));
-  CONVPLAN_RETURN_IF_ERROR(self->open_connection(self->read_only_));
   std::lock_guard<std::mutex> lock(self->mu_);
-  return self->verify_locked();
+  CONVPLAN_RETURN_IF_ERROR(self->open_connection(self->read_only_));
+  StatusOr<DbVerifyReport> report = self->verify_locked();
+  if (self->read_only_ && !report.ok() && report.status().code() == StatusCode::kIoError) {
+    self->close_connection();  // no -shm can be made here: read the file alone
+    self->immutable_ = true;
+    CONVPLAN_RETURN_IF_ERROR(self->open_connection(true));
+    report = self->verify_locked();
+  }
+  return report;
 }
 
 std::string home_folder() {
