@@ -22,7 +22,7 @@ struct DbOpenReport {
   std::string reason;           // why it was moved aside, why WAL was not used, or read-only
   int64_t salvaged = 0;         // intact records copied from a damaged file into the new one
   bool wal = false;
-  bool read_only = false;       // its folder is not writable: writes fail, nothing is kept
+  bool read_only = false;       // it or its folder is not writable: writes fail, nothing is kept
 };
 
 struct DbVerifyReport {
@@ -56,8 +56,9 @@ class TuningDatabase {
   // not a regular file, and, unless CONVPLAN_DB_ALLOW_SHARED_FOLDER is true, when the folder
   // belongs to another user (root excepted) or others may write it, or the file belongs to
   // another user. A database whose mode lets others read or write it is used with a warning
-  // (its mode is left as it is). In a folder this process cannot write, an existing database is
-  // opened read-only (report().read_only; writes fail with kIoError) and damage is kCorruptData.
+  // (its mode is left as it is). A database this process may read but not write, or one in a
+  // folder it cannot write, is opened read-only (report().read_only; writes fail with kIoError;
+  // damage is kCorruptData), without making -wal or -shm files of this process's own.
   static StatusOr<std::unique_ptr<TuningDatabase>> open(const std::string& path);
   // Checks the database at `path` as it is (SQLite's integrity_check, then every row), changing
   // nothing: no damage handling, no schema, no file created. kNotFound when there is no file;

@@ -691,7 +691,11 @@ StatusOr<std::unique_ptr<TuningDatabase>> SqliteTuningDatabase::open_file(const 
   const std::string folder = detail::parent_folder(self->path_);
   CONVPLAN_RETURN_IF_ERROR(detail::check_private_folder(folder, env.allow_shared_folder));
   CONVPLAN_RETURN_IF_ERROR(detail::check_database_files(self->path_, env.allow_shared_folder));
-  if (!detail::folder_writable(folder) && access(self->path_.c_str(), R_OK) == 0) {
+  // A file this process may read but not write (or in a folder it cannot write) is read as it
+  // is: opening it for writing would only get a read-only connection that makes -wal and -shm
+  // files of this user's, which can lock the owner out.
+  if (access(self->path_.c_str(), R_OK) == 0 &&
+      (!detail::folder_writable(folder) || access(self->path_.c_str(), W_OK) != 0)) {
     return open_existing_read_only(std::move(self));
   }
   CONVPLAN_ASSIGN_OR_RETURN(const std::string network_fs,
@@ -716,6 +720,9 @@ StatusOr<std::unique_ptr<TuningDatabase>> SqliteTuningDatabase::open_existing_re
   // is there, and refuse a file that is damaged rather than hide it.
   self->read_only_ = true;
   self->report_.read_only = true;
+  // Without a -shm file already there, SQLite would make one (where the folder lets it) or fail:
+  // read the file alone then (immutable mode: no locks, nothing created).
+  self->immutable_ = access((self->path_ + "-shm").c_str(), F_OK) != 0;
   StatusOr<Check> checked = self->open_and_check();
   if (!checked.ok() && checked.status().code() == StatusCode::kIoError) {
     // A WAL database whose -shm cannot be made in this folder: read the file alone (SQLite's
@@ -727,14 +734,15 @@ StatusOr<std::unique_ptr<TuningDatabase>> SqliteTuningDatabase::open_existing_re
   CONVPLAN_ASSIGN_OR_RETURN(Check check, std::move(checked));
   if (check.state == FileState::kFresh) {
     return corrupt_data("tuning database " + self->label() +
-                        " is empty and its folder is not writable: nothing to read");
+                        " is empty and may not be written here: nothing to read");
   }
   if (check.state != FileState::kGood) {
     return corrupt_data("tuning database " + self->label() + " (in a read-only folder) " +
                         (check.state == FileState::kDamaged ? "is damaged: " : "is unusable: ") +
                         check.reason);
   }
-  self->report_.reason = "opened read-only (its folder is not writable): tuning results will not be kept";
+  self->report_.reason =
+      "opened read-only (it or its folder is not writable): tuning results will not be kept";
   warn("tuning database '" + self->report_.path + "': " + self->report_.reason);
   return std::unique_ptr<TuningDatabase>(std::move(self));
 }
@@ -743,7 +751,7 @@ template <typename Body>
 Status SqliteTuningDatabase::write_transaction(const std::string& what, Body&& body) {
   if (read_only_) {
     return Status(StatusCode::kIoError, "tuning database " + label() + ": " + what +
-                                            ": opened read-only (its folder is not writable)");
+                                            ": opened read-only (it or its folder is not writable)");
   }
   for (int attempt = 0;; ++attempt) {
     int rc = db_.exec("BEGIN IMMEDIATE");
@@ -987,6 +995,7 @@ StatusOr<DbVerifyReport> SqliteTuningDatabase::verify_file(const std::string& pa
   // written either way.
   self->read_only_ = access(self->path_.c_str(), W_OK) != 0 ||
                      !detail::folder_writable(detail::parent_folder(self->path_));
+  self->immutable_ = self->read_only_ && access((self->path_ + "-shm").c_str(), F_OK) != 0;
   std::lock_guard<std::mutex> lock(self->mu_);
   CONVPLAN_RETURN_IF_ERROR(self->open_connection(self->read_only_));
   StatusOr<DbVerifyReport> report = self->verify_locked();

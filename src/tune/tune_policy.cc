@@ -371,8 +371,12 @@ StatusOr<std::vector<ErrataRule>> parse_errata_rules(std::string_view json_text,
 
 StatusOr<std::vector<ErrataRule>> load_errata_file(const std::string& path) {
   CONVPLAN_ASSIGN_OR_RETURN(int64_t max_bytes, max_input_bytes());
-  CONVPLAN_ASSIGN_OR_RETURN(std::string text, read_input_file(path, "errata file", max_bytes));
-  return parse_errata_rules(text, "'" + path + "'");
+  StatusOr<std::string> text = read_input_file(path, "errata file", max_bytes);
+  if (!text.ok() && text.status().code() == StatusCode::kNotFound) {
+    return Status(StatusCode::kIoError, text.status().message());  // as load_errata_file says
+  }
+  if (!text.ok()) return text.status();
+  return parse_errata_rules(*text, "'" + path + "'");
 }
 
 const std::vector<EngineRule>& TunePolicy::disabled_for(Direction d) const {

@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <map>
 #include <optional>
@@ -1051,45 +1052,67 @@ TEST_F(TuningDbTest, AFileColonPathIsAFileNotASqliteUri) {
   EXPECT_EQ(db->list()->size(), 2u);
 }
 
+// Runs `body` in a child process without root's right to write anywhere (as nobody, after the
+// folder and `files` were given to nobody) or, when not root, in this process. Returns what
+// `body` returned.
+int run_unprivileged(const std::string& folder, const std::vector<std::string>& files,
+                     const std::function<int()>& body) {
+  if (::geteuid() != 0) return body();
+  for (const std::string& p : files) {
+    if (::chown(p.c_str(), 65534, 65534) != 0) return 20;
+  }
+  if (::chown(folder.c_str(), 65534, 65534) != 0) return 21;
+  const pid_t pid = ::fork();
+  if (pid < 0) return 22;
+  if (pid == 0) {
+    if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(23);
+    ::_exit(body());
+  }
+  int status = 0;
+  if (::waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return 24;
+  return WEXITSTATUS(status);
+}
+
+// Opens path read-only as it is: 0 when it lists `records` records and refuses a write.
+int opens_read_only(const std::string& path, size_t records) {
+  StatusOr<std::unique_ptr<TuningDatabase>> db = TuningDatabase::open(path);
+  if (!db.ok()) {
+    std::fprintf(stderr, "open: %s\n", db.status().to_string().c_str());
+    return 11;
+  }
+  if (!(*db)->report().read_only || !(*db)->report().moved_aside.empty()) return 12;
+  StatusOr<std::vector<TuningRecord>> all = (*db)->list();
+  if (!all.ok() || all->size() != records) return 13;
+  if ((*db)->put(make_test_record(7)).code() != StatusCode::kIoError) return 14;
+  return 0;
+}
+
 TEST_F(TuningDbTest, AHealthyDatabaseInAReadOnlyFolderIsReadNotReplaced) {
-  // Case 10: a read-only folder made a healthy database look damaged. Root may write anywhere,
-  // so as root the open runs in a child that has given up root.
+  // Case 10: a read-only folder made a healthy database look damaged.
   {
     auto db = open_db();
     ASSERT_TRUE(db);
     put_all(*db, 0, 3);
   }
-  const bool root = ::geteuid() == 0;
-  if (root) {
-    for (const std::string& p : {dir_, path_, path_ + ".lock"}) ASSERT_EQ(::chown(p.c_str(), 65534, 65534), 0);
-  }
   ASSERT_EQ(::chmod(dir_.c_str(), 0500), 0);
-  const pid_t pid = root ? ::fork() : 0;
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    if (root && (::setgid(65534) != 0 || ::setuid(65534) != 0)) ::_exit(10);
-    StatusOr<std::unique_ptr<TuningDatabase>> db = TuningDatabase::open(path_);
-    int code = 0;
-    if (!db.ok()) {
-      std::fprintf(stderr, "open: %s\n", db.status().to_string().c_str());
-      code = 11;
-    } else if (!(*db)->report().read_only || !(*db)->report().moved_aside.empty()) {
-      code = 12;
-    } else if ((*db)->list()->size() != 3u) {
-      code = 13;
-    } else if ((*db)->put(make_test_record(7)).code() != StatusCode::kIoError) {
-      code = 14;
-    }
-    if (root) ::_exit(code);
-    EXPECT_EQ(code, 0);
-  } else {
-    int status = 0;
-    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
-  }
+  EXPECT_EQ(run_unprivileged(dir_, {path_, path_ + ".lock"}, [&] { return opens_read_only(path_, 3); }), 0);
   ASSERT_EQ(::chmod(dir_.c_str(), 0700), 0);
   EXPECT_TRUE(files_starting(path_ + ".corrupt").empty());
   EXPECT_FALSE(fs::exists(path_ + "-wal"));
+}
+
+TEST_F(TuningDbTest, ADatabaseThisUserMayNotWriteIsReadAndGetsNoLogFilesOfItsOwn) {
+  // Case 11: a reader that could not write the file still made -wal and -shm files (its own),
+  // which then broke the owner's use.
+  {
+    auto db = open_db();
+    ASSERT_TRUE(db);
+    put_all(*db, 0, 4);
+  }
+  ASSERT_EQ(::chmod(path_.c_str(), 0400), 0);
+  EXPECT_EQ(run_unprivileged(dir_, {path_, path_ + ".lock"}, [&] { return opens_read_only(path_, 4); }), 0);
+  EXPECT_FALSE(fs::exists(path_ + "-wal"));
+  EXPECT_FALSE(fs::exists(path_ + "-shm"));
 }
 
 TEST_F(TuningDbTest, ImportOfADeeplyNestedDocumentIsRefusedWithoutACrash) {

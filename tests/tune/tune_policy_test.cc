@@ -428,7 +428,8 @@ TEST_F(PolicyEnvTest, ReadsBudget) {
   ASSERT_TRUE(p.ok());
   EXPECT_DOUBLE_EQ(p->budget_ms, 2500.5);
   EXPECT_THAT(error_for("CONVPLAN_TUNE_BUDGET_MS", "soon"), HasSubstr("not a number"));
-  EXPECT_THAT(error_for("CONVPLAN_TUNE_BUDGET_MS", "0"), HasSubstr("> 0"));
+  EXPECT_THAT(error_for("CONVPLAN_TUNE_BUDGET_MS", "0"), HasSubstr("out of range (0, 1e+09]"));
+  EXPECT_THAT(error_for("CONVPLAN_TUNE_BUDGET_MS", "nan"), HasSubstr("must be a finite number"));
   error_for("CONVPLAN_TUNE_BUDGET_MS", "-5");
   error_for("CONVPLAN_TUNE_BUDGET_MS", "inf");
   error_for("CONVPLAN_TUNE_BUDGET_MS", "10ms");
