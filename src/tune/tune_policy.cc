@@ -439,14 +439,7 @@ StatusOr<TunePolicy> TunePolicy::from_environment(const TunePolicy& base) {
     p.budget_ms = ms;
   }
   if (const char* v = get_env("CONVPLAN_REWRITES")) {
-    const std::string_view s = v;
-    if (s == "off" || s == "0" || s == "false" || s == "no") {
-      p.rewrites = false;
-    } else if (s == "on" || s == "1" || s == "true" || s == "yes") {
-      p.rewrites = true;
-    } else {
-      return env_error("CONVPLAN_REWRITES", v, "must be on or off (1/0, true/false, yes/no)");
-    }
+    CONVPLAN_ASSIGN_OR_RETURN(p.rewrites, parse_bool("CONVPLAN_REWRITES", v));
   }
   if (const char* v = get_env("CONVPLAN_VERBOSE")) {
     int64_t level = -1;
