@@ -68,6 +68,8 @@ struct CONVPLAN_EXPORT ErrataRule {
 // Errors name the file (or "<text>"), the rule's index and the field.
 CONVPLAN_EXPORT StatusOr<std::vector<ErrataRule>> parse_errata_rules(std::string_view json_text,
                                                      std::string_view source_name);
+// Reads a rules file: kIoError when it cannot be opened or read; kInvalidArgument when it is not
+// a regular file (a FIFO, a device) or is larger than max_input_bytes() (input_limits.h).
 CONVPLAN_EXPORT StatusOr<std::vector<ErrataRule>> load_errata_file(const std::string& path);
 
 struct CONVPLAN_EXPORT TunePolicy {

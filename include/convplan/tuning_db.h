@@ -18,10 +18,12 @@
 namespace convplan {
 
 struct CONVPLAN_EXPORT DbOpenReport {
-  std::string path;             // the file opened ("" for in-memory)
+  std::string path;             // the file opened, as given ("" for in-memory)
   std::string moved_aside;      // where a damaged file was moved, if one was
-  std::string reason;           // why it was moved aside, or why WAL was not used
+  std::string reason;           // why it was moved aside, why WAL was not used, or read-only
+  int64_t salvaged = 0;         // intact records copied from a damaged file into the new one
   bool wal = false;
+  bool read_only = false;       // it or its folder is not writable: writes fail, nothing is kept
 };
 
 struct CONVPLAN_EXPORT DbVerifyReport {
@@ -44,12 +46,29 @@ class CONVPLAN_EXPORT TuningDatabase {
   static std::string default_path();
   // Opens (creating with mode 0600, and its folder with 0700) the database at `path`. A file
   // that is damaged (SQLite's integrity_check fails, or SQLite cannot read its header) is moved
-  // to "<path>.corrupt-<unix time>"; one of another format or schema version, or one that
-  // SQLite can only read (an unknown write version in its header), to
-  // "<path>.incompatible-<unix time>". Either is reported in report() and replaced by a new
-  // database; nothing is deleted. A file this user may not write is kIoError. "<path>.lock"
-  // serializes opening between processes.
+  // to "<path>.corrupt-<unix time>", after its intact records are copied out (report().salvaged)
+  // and into the new database; one of another format or schema version, or one that SQLite can
+  // only read (an unknown write version in its header), to "<path>.incompatible-<unix time>".
+  // Either is reported in report() and replaced by a new database; nothing is deleted. A file
+  // this user may not write is kIoError. "<path>.lock" serializes opening between processes.
+  //
+  // `path` is a file name, never a SQLite URI. Hostile file systems (docs/bad-inputs.md):
+  // kInvalidArgument when the database, its -wal, -shm, -journal or .lock is a symbolic link or
+  // not a regular file, and, unless CONVPLAN_DB_ALLOW_SHARED_FOLDER is true, when the folder
+  // belongs to another user (root excepted) or others may write it, or the file belongs to
+  // another user. A database whose mode lets others read or write it is used with a warning
+  // (its mode is left as it is). A database this process may read but not write, or one in a
+  // folder it cannot write, is opened read-only (report().read_only; writes fail with kIoError;
+  // damage is kCorruptData), without making -wal or -shm files of this process's own.
   static StatusOr<std::unique_ptr<TuningDatabase>> open(const std::string& path);
+  // Checks the database at `path` as it is (SQLite's integrity_check, then every row), changing
+  // nothing: no damage handling, no schema, no file created. kNotFound when there is no file;
+  // kCorruptData when it cannot be read as a convplan database at all; otherwise the report,
+  // whose problems list what is wrong.
+  static StatusOr<DbVerifyReport> verify_file(const std::string& path);
+  // Reads and checks the CONVPLAN_DB_* variables (kInvalidArgument naming a malformed one), so
+  // that a program can refuse bad configuration before it does anything else.
+  static Status check_environment();
   virtual ~TuningDatabase() = default;
 
   virtual const DbOpenReport& report() const = 0;
@@ -66,9 +85,12 @@ class CONVPLAN_EXPORT TuningDatabase {
   // JSON document {"format":"convplan-tuning","version":1,"records":[...]}.
   virtual StatusOr<std::string> export_json() = 0;
   // Inserts every record of such a document in one transaction; returns how many were written.
-  // With keep_existing, records already present win (merge); otherwise the imported ones do. A
-  // record that does not parse is skipped with a warning and counted in skipped_records(); a
-  // document that is not such JSON is kCorruptData and writes nothing.
+  // With keep_existing, records already present win (merge); otherwise the imported ones do.
+  // Records of the document that share a key count once: the last of them is the one imported.
+  // A record that does not parse is skipped with a warning and counted in skipped_records(); a
+  // document that is not such JSON, is larger than max_input_bytes() or nests deeper than
+  // kMaxJsonDepth (input_limits.h) is kCorruptData (kInvalidArgument for the limits) and writes
+  // nothing. The document is parsed one record at a time, not into one tree.
   virtual StatusOr<int64_t> import_json(std::string_view json, bool keep_existing) = 0;
   // Bad rows met so far by find() and list(), and bad records skipped by import_json().
   virtual int64_t skipped_records() const = 0;

@@ -20,6 +20,8 @@
 // tuned_at_unix. plan_json, tuning_ms, candidates and tuner_format may be absent (empty, 0, none, 1).
 #include "convplan/tuning_record.h"
 
+#include "convplan/input_limits.h"
+
 #include <cmath>
 #include <exception>
 #include <limits>
@@ -313,6 +315,12 @@ std::string to_json(const TuningRecord& record) {
 }
 
 StatusOr<TuningRecord> tuning_record_from_json(std::string_view json) {
+  // A record is a few KB (its plan_json included); the limits keep a hostile one from costing
+  // more than that, or recursion depth (docs/bad-inputs.md).
+  constexpr int64_t kMaxRecordBytes = int64_t{4} << 20;
+  if (Status s = check_json_limits(json, "tuning record", kMaxRecordBytes); !s.ok()) {
+    return corrupt_data(s.message());
+  }
   try {
     return record_from_json_value(Json::parse(json.begin(), json.end()));
   } catch (const Json::parse_error& e) {

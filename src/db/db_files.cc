@@ -9,11 +9,15 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
+#include <optional>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <string_view>
 #include <thread>
+
+#include "convplan/environment.h"
 
 namespace convplan::detail {
 namespace {
@@ -88,7 +92,7 @@ Status make_private_folders(const std::string& file_path) {
 }
 
 Status create_private_file(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) {
     if (errno == EEXIST) return ok_status();
     return io_error("cannot create the tuning database '" + path + "'", errno);
@@ -100,21 +104,102 @@ Status create_private_file(const std::string& path) {
   return ok_status();
 }
 
-std::string network_file_system_name(const std::string& folder) {
-  if (const char* assume = std::getenv("CONVPLAN_DB_ASSUME_NETWORK_FS")) {
-    std::string_view v(assume);
-    if (v == "1") return "assumed (CONVPLAN_DB_ASSUME_NETWORK_FS=1)";
-    if (v == "0") return "";
+StatusOr<std::string> network_file_system_name(const std::string& folder) {
+  const char* var = "CONVPLAN_DB_ASSUME_NETWORK_FS";
+  if (std::optional<std::string_view> v = env_value(var)) {
+    CONVPLAN_ASSIGN_OR_RETURN(bool network, parse_bool_value(var, *v));
+    return network ? std::string("assumed (") + var + "=" + std::string(*v) + ")" : std::string();
   }
   struct statfs fs;
-  if (::statfs(folder.c_str(), &fs) != 0) return "";
+  if (::statfs(folder.c_str(), &fs) != 0) return std::string();
   // f_type's width and signedness differ between architectures; compare the low 32 bits.
   const uint32_t type = static_cast<uint32_t>(fs.f_type);
   for (const NetworkFs& n : kNetworkFileSystems) {
-    if (type == static_cast<uint32_t>(n.magic)) return n.name;
+    if (type == static_cast<uint32_t>(n.magic)) return std::string(n.name);
   }
-  return "";
+  return std::string();
 }
+
+StatusOr<DbEnvironment> db_environment() {
+  DbEnvironment env;
+  CONVPLAN_ASSIGN_OR_RETURN(env.allow_shared_folder,
+                            env_bool("CONVPLAN_DB_ALLOW_SHARED_FOLDER", false));
+  CONVPLAN_ASSIGN_OR_RETURN(std::string ignored, network_file_system_name("/"));
+  (void)ignored;  // read only to check CONVPLAN_DB_ASSUME_NETWORK_FS early
+  return env;
+}
+
+StatusOr<std::string> canonical_database_path(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
+  if (name.empty() || name == "." || name == "..") {
+    return invalid_argument("tuning database path '" + path + "' names a folder, not a file");
+  }
+  const std::string folder = parent_folder(path);
+  char* real = ::realpath(folder.c_str(), nullptr);
+  if (real == nullptr) return io_error("tuning database folder '" + folder + "'", errno);
+  std::string out = real;
+  std::free(real);
+  return (out == "/" ? out : out + "/") + name;
+}
+
+Status check_private_folder(const std::string& folder, bool allow_shared) {
+  if (allow_shared) return ok_status();
+  struct stat st;
+  if (::stat(folder.c_str(), &st) != 0) return io_error("tuning database folder '" + folder + "'", errno);
+  const char* opt_in = " (set CONVPLAN_DB_ALLOW_SHARED_FOLDER=1 or give --db-allow-shared-folder "
+                       "to use it anyway)";
+  if (st.st_uid != ::geteuid() && st.st_uid != 0) {
+    return invalid_argument("tuning database folder '" + folder + "' belongs to another user (uid " +
+                            std::to_string(st.st_uid) + "), who could replace its files" + opt_in);
+  }
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    return invalid_argument("tuning database folder '" + folder + "' (mode " + mode +
+                            ") is writable by other users, who could plant links under the "
+                            "database's names" + opt_in);
+  }
+  return ok_status();
+}
+
+Status check_database_files(const std::string& db_path, bool allow_shared) {
+  for (const char* suffix : {"", "-wal", "-shm", "-journal", ".lock"}) {
+    const std::string file = db_path + suffix;
+    struct stat st;
+    if (::lstat(file.c_str(), &st) != 0) continue;
+    if (S_ISLNK(st.st_mode)) {
+      return invalid_argument("'" + file + "' is a symbolic link; the tuning database and its " +
+                              "companion files are never followed through links");
+    }
+    if (!S_ISREG(st.st_mode)) {
+      return invalid_argument("'" + file + "' is not a regular file (a device, FIFO or folder)");
+    }
+    if (*suffix == '\0' && !allow_shared && st.st_uid != ::geteuid()) {
+      return invalid_argument("tuning database '" + file + "' belongs to another user (uid " +
+                              std::to_string(st.st_uid) +
+                              "); set CONVPLAN_DB_ALLOW_SHARED_FOLDER=1 or give "
+                              "--db-allow-shared-folder to use it anyway");
+    }
+  }
+  return ok_status();
+}
+
+std::string loose_mode_warning(const std::string& db_path) {
+  std::string loose;
+  for (const char* suffix : {"", "-wal", "-shm"}) {
+    struct stat st;
+    if (::stat((db_path + suffix).c_str(), &st) != 0 || (st.st_mode & 077) == 0) continue;
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    loose += (loose.empty() ? "" : ", ") + ("'" + db_path + suffix + "' has mode " + mode);
+  }
+  if (loose.empty()) return loose;
+  return loose + ": other users may read or change the tuning records (chmod 600 to make it "
+                 "private; convplan leaves modes as they are)";
+}
+
+bool folder_writable(const std::string& folder) { return ::access(folder.c_str(), W_OK) == 0; }
 
 StatusOr<std::string> move_aside(const std::string& path, const std::string& tag) {
   const std::string base = path + "." + tag + "-" + std::to_string(static_cast<int64_t>(std::time(nullptr)));
@@ -135,7 +220,7 @@ StatusOr<std::string> move_aside(const std::string& path, const std::string& tag
 
 OpenLock::OpenLock(const std::string& db_path, int wait_ms) {
   const std::string lock_path = db_path + ".lock";
-  int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) return;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
   while (::flock(fd, LOCK_EX | LOCK_NB) != 0) {

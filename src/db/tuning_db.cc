@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -37,11 +38,14 @@
 #include <optional>
 #include <string_view>
 #include <thread>
+#include <unordered_map>
 #include <utility>
 
 #include <nlohmann/json.hpp>
 
 #include "convplan/log.h"
+#include "convplan/input_limits.h"
+
 #include "db/db_files.h"
 #include "core/mutex.h"
 #include "db/sqlite_handle.h"
@@ -175,6 +179,109 @@ Status storable_json(const TuningRecord& record, std::string* json) {
   return ok_status();
 }
 
+struct ImportItem {
+  TuningRecord record;
+  std::string json;  // as it will be stored
+};
+
+struct ImportedDocument {
+  std::vector<ImportItem> items;  // in document order, one per key (the last of each key)
+  std::vector<std::string> warnings;
+  int64_t bad = 0;         // records skipped
+  int64_t duplicates = 0;  // records replaced by a later one with the same key
+};
+
+// One element of "records": parsed into an item, or a warning.
+void take_import_record(const nlohmann::json& value, size_t index, ImportedDocument& out) {
+  const std::string text = value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  StatusOr<TuningRecord> record = tuning_record_from_json(text);
+  ImportItem item;
+  Status s = record.ok() ? storable_json(*record, &item.json) : record.status();
+  if (!s.ok()) {
+    ++out.bad;
+    out.warnings.push_back("tuning import: records[" + std::to_string(index) + "] skipped: " +
+                           s.message());
+    return;
+  }
+  item.record = std::move(record).value();
+  out.items.push_back(std::move(item));
+}
+
+// Keeps the last item of each key, in document order.
+void drop_duplicate_keys(ImportedDocument& doc) {
+  std::unordered_map<std::string, size_t> last;
+  for (size_t i = 0; i < doc.items.size(); ++i) last[doc.items[i].record.key()] = i;
+  if (last.size() == doc.items.size()) return;
+  std::vector<ImportItem> kept;
+  kept.reserve(last.size());
+  for (size_t i = 0; i < doc.items.size(); ++i) {
+    if (last[doc.items[i].record.key()] == i) kept.push_back(std::move(doc.items[i]));
+  }
+  doc.duplicates = static_cast<int64_t>(doc.items.size() - kept.size());
+  doc.items = std::move(kept);
+  doc.warnings.push_back("tuning import: " + std::to_string(doc.duplicates) + " record" +
+                         (doc.duplicates == 1 ? " has" : "s have") +
+                         " the key of a later record in the document; the later one is imported");
+}
+
+Status check_import_header(const nlohmann::json& doc) {
+  if (!doc.is_object()) return invalid_argument("tuning import: the document is not a JSON object");
+  auto format = doc.find("format");
+  if (format == doc.end() || !format->is_string() || format->get<std::string>() != kFormatName) {
+    return invalid_argument("tuning import: format=" + (format == doc.end() ? "missing" : format->dump()) +
+                            ", expected \"" + kFormatName + "\"");
+  }
+  auto version = doc.find("version");
+  if (version == doc.end() || !version->is_number_integer() || version->get<int64_t>() != 1) {
+    return not_supported("tuning import: version=" + (version == doc.end() ? "missing" : version->dump()) +
+                         ", this library reads version 1");
+  }
+  auto records = doc.find("records");
+  if (records == doc.end() || !records->is_array())
+    return invalid_argument("tuning import: 'records' is missing or not an array");
+  return ok_status();
+}
+
+// Parses an export document one record at a time: each element of "records" is turned into a
+// record as soon as it is complete and then dropped from the tree, so the memory an import
+// needs is the document's text, the records, and one element's tree (not a tree of them all).
+// REQUIRES: check_json_limits passed (the depth bounds every recursion here).
+StatusOr<ImportedDocument> parse_import(std::string_view json) {
+  using Json = nlohmann::json;
+  using Event = Json::parse_event_t;
+  ImportedDocument out;
+  std::string top_key;
+  bool in_records = false;
+  int records_arrays = 0;
+  size_t index = 0;
+  Json::parser_callback_t keep = [&](int depth, Event event, Json& parsed) {
+    if (depth == 1 && event == Event::key) top_key = parsed.get<std::string>();
+    if (depth == 1 && event == Event::array_start && top_key == "records") {
+      in_records = true;
+      ++records_arrays;
+    }
+    if (depth == 1 && event == Event::array_end) in_records = false;
+    const bool element_done = event == Event::object_end || event == Event::array_end ||
+                              event == Event::value;
+    if (in_records && depth == 2 && element_done) {
+      take_import_record(parsed, index++, out);
+      return false;  // dropped from the tree
+    }
+    return true;
+  };
+  try {
+    Json doc = Json::parse(json.begin(), json.end(), keep);
+    CONVPLAN_RETURN_IF_ERROR(check_import_header(doc));
+  } catch (const Json::parse_error& e) {
+    return corrupt_data(std::string("tuning import: not valid JSON: ") + e.what());
+  } catch (const std::exception& e) {
+    return corrupt_data(std::string("tuning import: ") + e.what());
+  }
+  if (records_arrays > 1) return invalid_argument("tuning import: 'records' is given twice");
+  drop_duplicate_keys(out);
+  return out;
+}
+
 // Runs a statement between reset()s, so that no statement keeps a read transaction open after
 // its caller is done (an open one would block checkpoints, and writers in rollback mode).
 class StatementRun {
@@ -193,6 +300,7 @@ class SqliteTuningDatabase final : public TuningDatabase {
   // REQUIRES: !path.empty() and not an in-memory name.
   static StatusOr<std::unique_ptr<TuningDatabase>> open_file(const std::string& path);
   static StatusOr<std::unique_ptr<TuningDatabase>> open_memory();
+  static StatusOr<DbVerifyReport> verify_file(const std::string& path);
 
   const DbOpenReport& report() const override { return report_; }
   StatusOr<TuningRecord> find(const std::string& key) override;
@@ -212,10 +320,27 @@ class SqliteTuningDatabase final : public TuningDatabase {
     std::string reason;  // for kDamaged and kIncompatible
   };
 
+  // A file in a folder this process cannot write, opened read-only; damage is an error there.
+  static StatusOr<std::unique_ptr<TuningDatabase>> open_existing_read_only(
+      std::unique_ptr<SqliteTuningDatabase> self);
+  // Opens path_ (creating an empty file first), moving a damaged or incompatible file aside
+  // (its intact records salvaged) and opening a new one in its place once. Says whether the
+  // file opened holds a schema (kGood) or is new (kFresh).
+  StatusOr<FileState> open_replacing_damage() REQUIRES(mu_);
   // Opens the connection on path_ and says what the file holds. A non-ok Status is a failure
-  // that moving the file aside would not mend (permissions, I/O).
-  // The opening functions run before the object is shared, under mu_ all the same.
+  // that moving the file aside would not mend (permissions, I/O). They run before the object is
+  // shared, under mu_ all the same. The phases, in order:
+  Status open_connection(bool read_only) REQUIRES(mu_);
+  StatusOr<Check> check_integrity() REQUIRES(mu_);  // pages, b-trees, indexes
+  StatusOr<Check> check_writable() REQUIRES(mu_);   // a header SQLite may only read
+  StatusOr<Check> check_schema() REQUIRES(mu_);     // meta table, format, version, columns
   StatusOr<Check> open_and_check() REQUIRES(mu_);
+  // Reads the intact rows of a damaged file into salvaged_; returns how many rows it read.
+  int64_t salvage_rows() REQUIRES(mu_);
+  // Writes salvaged_ into the (new) database and clears it.
+  Status restore_salvaged() REQUIRES(mu_);
+  // The integrity check and every row's check, on the open connection.
+  StatusOr<DbVerifyReport> verify_locked() REQUIRES(mu_);
   Status configure_journal(const std::string& network_fs) REQUIRES(mu_);
   Status create_schema() REQUIRES(mu_);
   int prepare_statements() REQUIRES(mu_);
@@ -244,8 +369,11 @@ class SqliteTuningDatabase final : public TuningDatabase {
   // Reads every row of `stmt` (a kListSql-shaped query).
   int read_rows(SqliteStatement& stmt, std::vector<Row>* rows) REQUIRES(mu_);
 
-  std::string path_;  // "" for in-memory; immutable after open
+  std::string path_;  // the canonical path; "" for in-memory; immutable after open
   DbOpenReport report_;
+  bool read_only_ = false;  // opened in a folder this process cannot write
+  bool immutable_ = false;  // read_only_, and SQLite may not use locks or a -shm file
+  std::vector<Row> salvaged_;  // during open only
   std::atomic<int64_t> skipped_{0};
 
   mutable Mutex mu_;
@@ -273,25 +401,61 @@ int SqliteTuningDatabase::prepare_statements() {
   return rc;
 }
 
-StatusOr<SqliteTuningDatabase::Check> SqliteTuningDatabase::open_and_check() {
+// "file:<path>?immutable=1", every byte of the path but the unreserved ones percent-encoded.
+std::string immutable_uri(const std::string& path) {
+  std::string uri = "file:";
+  for (unsigned char c : path) {
+    if (std::isalnum(c) || c == '/' || c == '-' || c == '.' || c == '_' || c == '~') {
+      uri += static_cast<char>(c);
+    } else {
+      char hex[4];
+      std::snprintf(hex, sizeof hex, "%%%02X", c);
+      uri += hex;
+    }
+  }
+  return uri + "?immutable=1";
+}
+
+Status SqliteTuningDatabase::open_connection(bool read_only) {
+  // NOFOLLOW: the file itself is never a link (check_database_files refused one; this closes
+  // the window after it). No SQLITE_OPEN_URI for the user's path: path_ is absolute, so never a
+  // "file:" URI; only the immutable form below is one, built here from the encoded path.
+  int flags = (read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE) | SQLITE_OPEN_NOMUTEX |
+              SQLITE_OPEN_NOFOLLOW;
+  if (immutable_) flags |= SQLITE_OPEN_URI;
   std::string message;
-  int rc = db_.open(path_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, &message);
+  int rc = db_.open(immutable_ ? immutable_uri(path_) : path_, flags, &message);
   if (rc != SQLITE_OK) {
     return sqlite_status(nullptr, rc, "tuning database " + label() + ": cannot open: " + message);
   }
   sqlite3_busy_timeout(db_.get(), kBusyTimeoutMs);
+  return ok_status();
+}
 
-  auto damaged = [](std::string why) { return Check{FileState::kDamaged, std::move(why)}; };
-  auto incompatible = [](std::string why) { return Check{FileState::kIncompatible, std::move(why)}; };
-  auto is_damage = [](int code) {
-    return (code & 0xff) == SQLITE_NOTADB || (code & 0xff) == SQLITE_CORRUPT;
-  };
+// The check itself failing is damage (an unknown schema format number: SQLITE_ERROR "unsupported
+// file format"; a record claiming a huge blob: SQLITE_TOOBIG), unless the cause is the
+// environment rather than the file.
+bool environmental_failure(int code) {
+  switch (code & 0xff) {
+    case SQLITE_BUSY: case SQLITE_LOCKED: case SQLITE_IOERR: case SQLITE_NOMEM:
+    case SQLITE_CANTOPEN: case SQLITE_FULL: case SQLITE_PERM: case SQLITE_INTERRUPT:
+    case SQLITE_READONLY:
+      return true;
+    default:
+      return false;
+  }
+}
 
+bool is_damage(int code) {
+  return (code & 0xff) == SQLITE_NOTADB || (code & 0xff) == SQLITE_CORRUPT;
+}
+
+StatusOr<SqliteTuningDatabase::Check> SqliteTuningDatabase::check_integrity() {
   // integrity_check reads every page: it finds a file that is not a database, a truncated one,
-  // damaged b-trees and indexes that disagree with their tables (quick_check misses those). Up to
-  // 5 of its complaints go into the reason.
+  // damaged b-trees and indexes that disagree with their tables (quick_check misses those). Up
+  // to 5 of its complaints go into the reason.
   SqliteStatement check;
-  rc = db_.prepare("PRAGMA integrity_check(5)", &check);
+  int rc = db_.prepare("PRAGMA integrity_check(5)", &check);
   std::string complaints;
   if (rc == SQLITE_OK) {
     while ((rc = check.step()) == SQLITE_ROW) {
@@ -302,38 +466,32 @@ StatusOr<SqliteTuningDatabase::Check> SqliteTuningDatabase::open_and_check() {
     }
     if (rc == SQLITE_DONE) rc = SQLITE_OK;
   }
-  // The check itself failing is damage too (an unknown schema format number: SQLITE_ERROR
-  // "unsupported file format"; a record claiming a huge blob: SQLITE_TOOBIG), unless the cause
-  // is the environment rather than the file.
-  auto environmental = [](int code) {
-    switch (code & 0xff) {
-      case SQLITE_BUSY: case SQLITE_LOCKED: case SQLITE_IOERR: case SQLITE_NOMEM:
-      case SQLITE_CANTOPEN: case SQLITE_FULL: case SQLITE_PERM: case SQLITE_INTERRUPT:
-        return true;
-      default:
-        return false;
-    }
-  };
   if (rc != SQLITE_OK) {
-    if (environmental(rc)) return error(rc, "integrity_check");
-    return damaged(describe(rc));
+    if (environmental_failure(rc)) return error(rc, "integrity_check");
+    return Check{FileState::kDamaged, describe(rc)};
   }
-  check = SqliteStatement();
-  if (!complaints.empty()) return damaged("integrity_check: " + complaints);
+  if (!complaints.empty()) return Check{FileState::kDamaged, "integrity_check: " + complaints};
+  return Check{};
+}
 
+StatusOr<SqliteTuningDatabase::Check> SqliteTuningDatabase::check_writable() {
   // SQLite opens read-only a file whose header has a write format version it does not know
   // (byte 18 above 2), and a file this user may not write; every put would then fail.
-  if (sqlite3_db_readonly(db_.get(), "main") == 1) {
-    if (access(path_.c_str(), W_OK) != 0) {
-      return Status(StatusCode::kIoError, "tuning database " + label() + " is not writable: " +
-                                              std::strerror(errno));
-    }
-    return incompatible("SQLite can only read it (its header's write format version is one "
-                        "SQLite does not know)");
+  if (read_only_ || sqlite3_db_readonly(db_.get(), "main") != 1) return Check{};
+  if (access(path_.c_str(), W_OK) != 0) {
+    return Status(StatusCode::kIoError,
+                  "tuning database " + label() + " is not writable: " + std::strerror(errno));
   }
+  return Check{FileState::kIncompatible,
+               "SQLite can only read it (its header's write format version is one SQLite does "
+               "not know)"};
+}
 
+StatusOr<SqliteTuningDatabase::Check> SqliteTuningDatabase::check_schema() {
+  auto damaged = [](std::string why) { return Check{FileState::kDamaged, std::move(why)}; };
+  auto incompatible = [](std::string why) { return Check{FileState::kIncompatible, std::move(why)}; };
   SqliteStatement tables;
-  rc = db_.prepare("SELECT count(*) FROM sqlite_schema", &tables);
+  int rc = db_.prepare("SELECT count(*) FROM sqlite_schema", &tables);
   if (rc == SQLITE_OK) rc = tables.step();
   if (is_damage(rc)) return damaged(describe(rc));
   if (rc != SQLITE_ROW) return error(rc, "reading the schema");
@@ -370,7 +528,77 @@ StatusOr<SqliteTuningDatabase::Check> SqliteTuningDatabase::open_and_check() {
     return incompatible("records table does not have schema version 1's columns (" +
                         db_.last_message() + ")");
   }
-  return Check{FileState::kGood, ""};
+  return Check{};
+}
+
+StatusOr<SqliteTuningDatabase::Check> SqliteTuningDatabase::open_and_check() {
+  CONVPLAN_RETURN_IF_ERROR(open_connection(read_only_));
+  CONVPLAN_ASSIGN_OR_RETURN(Check integrity, check_integrity());
+  if (integrity.state != FileState::kGood) return integrity;
+  CONVPLAN_ASSIGN_OR_RETURN(Check writable, check_writable());
+  if (writable.state != FileState::kGood) return writable;
+  return check_schema();
+}
+
+int64_t SqliteTuningDatabase::salvage_rows() {
+  // The table's own b-tree, not an index: damage confined to an index leaves every row readable.
+  SqliteStatement rows;
+  salvaged_.clear();
+  if (db_.prepare("SELECT " CONVPLAN_DB_ROW_COLUMNS " FROM records NOT INDEXED ORDER BY rowid",
+                  &rows) != SQLITE_OK) {
+    return 0;
+  }
+  int64_t seen = 0;
+  while (rows.step() == SQLITE_ROW) {  // stops at the first page it cannot read
+    ++seen;
+    Row row = read_row(rows);
+    if (decode_row(row).ok()) salvaged_.push_back(std::move(row));
+  }
+  return seen;
+}
+
+Status SqliteTuningDatabase::restore_salvaged() {
+  if (salvaged_.empty()) return ok_status();
+  Status s = write_transaction("restoring the salvaged records", [&] {
+    for (const Row& row : salvaged_) {
+      StatusOr<TuningRecord> record = decode_row(row);
+      bool written = false;
+      int rc = upsert(*record, row.json, /*keep_existing=*/false, &written);
+      if (rc != SQLITE_OK) return rc;
+    }
+    return SQLITE_OK;
+  });
+  salvaged_.clear();
+  return s;
+}
+
+StatusOr<SqliteTuningDatabase::FileState> SqliteTuningDatabase::open_replacing_damage() {
+  for (int attempt = 0;; ++attempt) {
+    CONVPLAN_RETURN_IF_ERROR(detail::create_private_file(path_));
+    CONVPLAN_ASSIGN_OR_RETURN(Check check, open_and_check());
+    if (check.state == FileState::kGood || check.state == FileState::kFresh) return check.state;
+    if (attempt > 0) {
+      close_connection();
+      return corrupt_data("tuning database " + label() +
+                          ": a new database made there is unusable: " + check.reason);
+    }
+    const bool damaged = check.state == FileState::kDamaged;
+    int64_t seen = 0;
+    if (damaged) seen = salvage_rows();
+    close_connection();
+    CONVPLAN_ASSIGN_OR_RETURN(std::string aside,
+                              detail::move_aside(path_, damaged ? "corrupt" : "incompatible"));
+    report_.moved_aside = aside;
+    report_.reason = (damaged ? "damaged: " : "") + check.reason;
+    report_.salvaged = static_cast<int64_t>(salvaged_.size());
+    std::string saved;
+    if (damaged) {
+      saved = "; " + std::to_string(salvaged_.size()) + " of the " + std::to_string(seen) +
+              " records it could read were intact and are copied into the new one";
+    }
+    warn("tuning database '" + report_.path + "' " + (damaged ? "is damaged" : "is unusable") +
+         " (" + check.reason + "); moved it aside to '" + aside + "' and started a new one" + saved);
+  }
 }
 
 Status SqliteTuningDatabase::configure_journal(const std::string& network_fs) {
@@ -438,44 +666,77 @@ StatusOr<std::unique_ptr<TuningDatabase>> SqliteTuningDatabase::open_memory() {
 
 StatusOr<std::unique_ptr<TuningDatabase>> SqliteTuningDatabase::open_file(const std::string& path) {
   auto self = std::make_unique<SqliteTuningDatabase>();
-  MutexLock opening(self->mu_);  // not shared yet: for the analysis
-  self->path_ = path;
   self->report_.path = path;
+  CONVPLAN_ASSIGN_OR_RETURN(detail::DbEnvironment env, detail::db_environment());
   CONVPLAN_RETURN_IF_ERROR(detail::make_private_folders(path));
-  const std::string network_fs = detail::network_file_system_name(detail::parent_folder(path));
-  // Held until open returns: checking, moving aside and creating are one step for other processes.
-  detail::OpenLock lock(path, kOpenLockWaitMs);
-
-  FileState state = FileState::kGood;
-  for (int attempt = 0;; ++attempt) {
-    CONVPLAN_RETURN_IF_ERROR(detail::create_private_file(path));
-    CONVPLAN_ASSIGN_OR_RETURN(Check check, self->open_and_check());
-    state = check.state;
-    if (state == FileState::kGood || state == FileState::kFresh) break;
-    self->close_connection();
-    if (attempt > 0) {
-      return corrupt_data("tuning database '" + path + "': a new database made there is unusable: " +
-                          check.reason);
-    }
-    const bool damaged = state == FileState::kDamaged;
-    CONVPLAN_ASSIGN_OR_RETURN(std::string aside,
-                              detail::move_aside(path, damaged ? "corrupt" : "incompatible"));
-    self->report_.moved_aside = aside;
-    self->report_.reason = (damaged ? "damaged: " : "") + check.reason;
-    warn("tuning database '" + path + "' " + (damaged ? "is damaged" : "is unusable") + " (" +
-         check.reason + "); moved it aside to '" + aside + "' and started a new one");
+  CONVPLAN_ASSIGN_OR_RETURN(self->path_, detail::canonical_database_path(path));
+  const std::string folder = detail::parent_folder(self->path_);
+  CONVPLAN_RETURN_IF_ERROR(detail::check_private_folder(folder, env.allow_shared_folder));
+  CONVPLAN_RETURN_IF_ERROR(detail::check_database_files(self->path_, env.allow_shared_folder));
+  // A file this process may read but not write (or in a folder it cannot write) is read as it
+  // is: opening it for writing would only get a read-only connection that makes -wal and -shm
+  // files of this user's, which can lock the owner out.
+  if (access(self->path_.c_str(), R_OK) == 0 &&
+      (!detail::folder_writable(folder) || access(self->path_.c_str(), W_OK) != 0)) {
+    return open_existing_read_only(std::move(self));
   }
+  MutexLock opening(self->mu_);  // not shared yet: for the analysis
+  CONVPLAN_ASSIGN_OR_RETURN(const std::string network_fs,
+                            detail::network_file_system_name(folder));
+  // Held until open returns: checking, moving aside and creating are one step for other processes.
+  detail::OpenLock lock(self->path_, kOpenLockWaitMs);
+  CONVPLAN_ASSIGN_OR_RETURN(FileState state, self->open_replacing_damage());
+  if (std::string loose = detail::loose_mode_warning(self->path_); !loose.empty()) warn(loose);
   CONVPLAN_RETURN_IF_ERROR(self->configure_journal(network_fs));
   if (state == FileState::kFresh) {
     CONVPLAN_RETURN_IF_ERROR(self->create_schema());
     int rc = self->prepare_statements();
     if (rc != SQLITE_OK) return self->error(rc, "preparing statements");
   }
+  CONVPLAN_RETURN_IF_ERROR(self->restore_salvaged());
+  return std::unique_ptr<TuningDatabase>(std::move(self));
+}
+
+StatusOr<std::unique_ptr<TuningDatabase>> SqliteTuningDatabase::open_existing_read_only(
+    std::unique_ptr<SqliteTuningDatabase> self) {
+  MutexLock opening(self->mu_);  // not shared yet: for the analysis
+  // Nothing may be created, moved or repaired in a folder this process cannot write: read what
+  // is there, and refuse a file that is damaged rather than hide it.
+  self->read_only_ = true;
+  self->report_.read_only = true;
+  // Without a -shm file already there, SQLite would make one (where the folder lets it) or fail:
+  // read the file alone then (immutable mode: no locks, nothing created).
+  self->immutable_ = access((self->path_ + "-shm").c_str(), F_OK) != 0;
+  StatusOr<Check> checked = self->open_and_check();
+  if (!checked.ok() && checked.status().code() == StatusCode::kIoError) {
+    // A WAL database whose -shm cannot be made in this folder: read the file alone (SQLite's
+    // immutable mode: no locks, no -shm), which is all a process that cannot write here needs.
+    self->close_connection();
+    self->immutable_ = true;
+    checked = self->open_and_check();
+  }
+  CONVPLAN_ASSIGN_OR_RETURN(Check check, std::move(checked));
+  if (check.state == FileState::kFresh) {
+    return corrupt_data("tuning database " + self->label() +
+                        " is empty and may not be written here: nothing to read");
+  }
+  if (check.state != FileState::kGood) {
+    return corrupt_data("tuning database " + self->label() + " (in a read-only folder) " +
+                        (check.state == FileState::kDamaged ? "is damaged: " : "is unusable: ") +
+                        check.reason);
+  }
+  self->report_.reason =
+      "opened read-only (it or its folder is not writable): tuning results will not be kept";
+  warn("tuning database '" + self->report_.path + "': " + self->report_.reason);
   return std::unique_ptr<TuningDatabase>(std::move(self));
 }
 
 template <typename Body>
 Status SqliteTuningDatabase::write_transaction(const std::string& what, Body&& body) {
+  if (read_only_) {
+    return Status(StatusCode::kIoError, "tuning database " + label() + ": " + what +
+                                            ": opened read-only (it or its folder is not writable)");
+  }
   for (int attempt = 0;; ++attempt) {
     int rc = db_.exec("BEGIN IMMEDIATE");
     if (rc == SQLITE_OK) {
@@ -598,8 +859,12 @@ StatusOr<std::vector<TuningRecord>> SqliteTuningDatabase::list(int64_t* skipped)
 }
 
 StatusOr<DbVerifyReport> SqliteTuningDatabase::verify() {
-  DbVerifyReport report;
   MutexLock lock(mu_);
+  return verify_locked();
+}
+
+StatusOr<DbVerifyReport> SqliteTuningDatabase::verify_locked() {
+  DbVerifyReport report;
   {
     SqliteStatement check;
     int rc = db_.prepare("PRAGMA integrity_check(100)", &check);
@@ -617,6 +882,10 @@ StatusOr<DbVerifyReport> SqliteTuningDatabase::verify() {
   }
   SqliteStatement rows;
   int rc = db_.prepare(kVerifySql, &rows);
+  if (rc != SQLITE_OK && !is_damage(rc) && !environmental_failure(rc)) {
+    return corrupt_data("tuning database " + label() + " is not a convplan tuning database (" +
+                        describe(rc) + ")");
+  }
   if (rc != SQLITE_OK) return error(rc, "verify");
   while ((rc = rows.step()) == SQLITE_ROW) {
     ++report.records;
@@ -675,54 +944,17 @@ StatusOr<std::string> SqliteTuningDatabase::export_json() {
 }
 
 StatusOr<int64_t> SqliteTuningDatabase::import_json(std::string_view json, bool keep_existing) {
-  using Json = nlohmann::json;
-  struct Item {
-    TuningRecord record;
-    std::string json;
-  };
-  std::vector<Item> items;
-  int64_t bad = 0;
-  try {
-    Json doc = Json::parse(json.begin(), json.end());
-    if (!doc.is_object()) return invalid_argument("tuning import: the document is not a JSON object");
-    auto format = doc.find("format");
-    if (format == doc.end() || !format->is_string() || format->get<std::string>() != kFormatName) {
-      return invalid_argument("tuning import: format=" + (format == doc.end() ? "missing" : format->dump()) +
-                              ", expected \"" + kFormatName + "\"");
-    }
-    auto version = doc.find("version");
-    if (version == doc.end() || !version->is_number_integer() || version->get<int64_t>() != 1) {
-      return not_supported("tuning import: version=" + (version == doc.end() ? "missing" : version->dump()) +
-                           ", this library reads version 1");
-    }
-    auto records = doc.find("records");
-    if (records == doc.end() || !records->is_array())
-      return invalid_argument("tuning import: 'records' is missing or not an array");
-    for (size_t i = 0; i < records->size(); ++i) {
-      const std::string text = (*records)[i].dump(-1, ' ', false, Json::error_handler_t::replace);
-      StatusOr<TuningRecord> record = tuning_record_from_json(text);
-      Item item;
-      Status s = record.ok() ? storable_json(*record, &item.json) : record.status();
-      if (!s.ok()) {
-        ++bad;
-        warn("tuning import: records[" + std::to_string(i) + "] skipped: " + s.message());
-        continue;
-      }
-      item.record = std::move(record).value();
-      items.push_back(std::move(item));
-    }
-  } catch (const Json::parse_error& e) {
-    return corrupt_data(std::string("tuning import: not valid JSON: ") + e.what());
-  } catch (const std::exception& e) {
-    return corrupt_data(std::string("tuning import: ") + e.what());
-  }
-  skipped_.fetch_add(bad, std::memory_order_relaxed);
+  CONVPLAN_ASSIGN_OR_RETURN(int64_t max_bytes, max_input_bytes());
+  CONVPLAN_RETURN_IF_ERROR(check_json_limits(json, "tuning import", max_bytes));
+  CONVPLAN_ASSIGN_OR_RETURN(ImportedDocument doc, parse_import(json));
+  for (const std::string& w : doc.warnings) warn(w);
+  skipped_.fetch_add(doc.bad, std::memory_order_relaxed);
 
   int64_t written_count = 0;
   MutexLock lock(mu_);
   CONVPLAN_RETURN_IF_ERROR(write_transaction("import", [&]() REQUIRES(mu_) {
     written_count = 0;  // the body may be run again after a busy rollback
-    for (const Item& item : items) {
+    for (const ImportItem& item : doc.items) {
       bool written = false;
       int rc = upsert(item.record, item.json, keep_existing, &written);
       if (rc != SQLITE_OK) return rc;
@@ -731,6 +963,33 @@ StatusOr<int64_t> SqliteTuningDatabase::import_json(std::string_view json, bool 
     return SQLITE_OK;
   }));
   return written_count;
+}
+
+StatusOr<DbVerifyReport> SqliteTuningDatabase::verify_file(const std::string& path) {
+  auto self = std::make_unique<SqliteTuningDatabase>();
+  self->report_.path = path;
+  CONVPLAN_ASSIGN_OR_RETURN(detail::DbEnvironment env, detail::db_environment());
+  CONVPLAN_ASSIGN_OR_RETURN(self->path_, detail::canonical_database_path(path));
+  CONVPLAN_RETURN_IF_ERROR(detail::check_database_files(self->path_, env.allow_shared_folder));
+  if (access(self->path_.c_str(), F_OK) != 0) {
+    return not_found("no tuning database at " + self->label());
+  }
+  // Read-write where this process may write, so that closing removes any -wal and -shm files
+  // that SQLite made while reading (a read-only connection leaves them behind); nothing is
+  // written either way.
+  self->read_only_ = access(self->path_.c_str(), W_OK) != 0 ||
+                     !detail::folder_writable(detail::parent_folder(self->path_));
+  self->immutable_ = self->read_only_ && access((self->path_ + "-shm").c_str(), F_OK) != 0;
+  MutexLock lock(self->mu_);
+  CONVPLAN_RETURN_IF_ERROR(self->open_connection(self->read_only_));
+  StatusOr<DbVerifyReport> report = self->verify_locked();
+  if (self->read_only_ && !report.ok() && report.status().code() == StatusCode::kIoError) {
+    self->close_connection();  // no -shm can be made here: read the file alone
+    self->immutable_ = true;
+    CONVPLAN_RETURN_IF_ERROR(self->open_connection(true));
+    report = self->verify_locked();
+  }
+  return report;
 }
 
 std::string home_folder() {
@@ -756,6 +1015,15 @@ std::string TuningDatabase::default_path() {
   if (home.empty()) return "off";  // nowhere private to keep it
   return home + "/.cache/convplan/tuning.db";
 }
+
+StatusOr<DbVerifyReport> TuningDatabase::verify_file(const std::string& path) {
+  if (path.empty() || detail::is_in_memory_path(path)) {
+    return invalid_argument("tuning database path '" + path + "' names no file to verify");
+  }
+  return SqliteTuningDatabase::verify_file(path);
+}
+
+Status TuningDatabase::check_environment() { return detail::db_environment().status(); }
 
 StatusOr<std::unique_ptr<TuningDatabase>> TuningDatabase::open(const std::string& path) {
   if (path.empty()) return invalid_argument("tuning database path is empty (\"off\" means no file)");

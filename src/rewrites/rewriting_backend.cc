@@ -6,6 +6,7 @@
 #include <string>
 #include <utility>
 
+#include "convplan/environment.h"
 #include "convplan/rewrite.h"
 #include "rewrites/rewrite_internal.h"
 #include "rewrites/transform_kernels.h"
@@ -105,10 +106,10 @@ StatusOr<std::string> RewrittenPlan::to_json() const {
 }
 
 bool rewrites_enabled_by_environment() {
-  const char* v = std::getenv("CONVPLAN_REWRITES");
-  if (v == nullptr) return true;
-  const std::string s = v;
-  return !(s == "off" || s == "0" || s == "false" || s == "no");
+  // The shared boolean reader (every usual spelling); a malformed value is reported by
+  // TunePolicy::from_environment, which reads the same variable, so here it leaves rewrites on.
+  StatusOr<bool> enabled = env_bool("CONVPLAN_REWRITES", true);
+  return !enabled.ok() || *enabled;
 }
 
 class RewritingBackend final : public Backend {

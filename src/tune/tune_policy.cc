@@ -8,6 +8,9 @@
 //   errata files   JSON, see tune_policy.h; every field is checked, unknown ones are errors.
 #include "convplan/tune_policy.h"
 
+#include "convplan/environment.h"
+#include "convplan/input_limits.h"
+
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
@@ -266,39 +269,7 @@ Status env_error(const char* var, std::string_view value, const std::string& wha
 }
 
 StatusOr<bool> parse_bool(const char* var, std::string_view value) {
-  const std::string v = lower(value);
-  if (v == "1" || v == "true") return true;
-  if (v == "0" || v == "false") return false;
-  return env_error(var, value, "not a boolean (0, 1, true or false)");
-}
-
-StatusOr<int64_t> parse_bytes(const char* var, std::string_view value) {
-  std::string_view digits = value;
-  size_t end = 0;
-  while (end < digits.size() && std::isdigit(static_cast<unsigned char>(digits[end]))) ++end;
-  const std::string suffix = lower(digits.substr(end));
-  digits = digits.substr(0, end);
-  int64_t n = 0;
-  if (!parse_int(digits, n)) {
-    return env_error(var, value, "not a byte count (digits with an optional K, M or G suffix)");
-  }
-  int shift = 0;
-  if (suffix.empty() || suffix == "b") {
-    shift = 0;
-  } else if (suffix == "k" || suffix == "kb" || suffix == "kib") {
-    shift = 10;
-  } else if (suffix == "m" || suffix == "mb" || suffix == "mib") {
-    shift = 20;
-  } else if (suffix == "g" || suffix == "gb" || suffix == "gib") {
-    shift = 30;
-  } else {
-    return env_error(var, value, "unknown size suffix '" + std::string(value.substr(end)) +
-                                     "' (K, M or G)");
-  }
-  if (n > (std::numeric_limits<int64_t>::max() >> shift)) {
-    return env_error(var, value, "too large");
-  }
-  return n << shift;
+  return parse_bool_value(var, value);
 }
 
 const char* get_env(const char* var) { return std::getenv(var); }
@@ -366,6 +337,9 @@ bool ErrataRule::matches(const ConvProblem& problem, const EngineConfig& config)
 
 StatusOr<std::vector<ErrataRule>> parse_errata_rules(std::string_view json_text,
                                                      std::string_view source_name) {
+  CONVPLAN_ASSIGN_OR_RETURN(int64_t max_bytes, max_input_bytes());
+  CONVPLAN_RETURN_IF_ERROR(
+      check_json_limits(json_text, "errata " + std::string(source_name), max_bytes));
   Json doc;
   try {
     doc = Json::parse(json_text);
@@ -396,15 +370,13 @@ StatusOr<std::vector<ErrataRule>> parse_errata_rules(std::string_view json_text,
 }
 
 StatusOr<std::vector<ErrataRule>> load_errata_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return Status(StatusCode::kIoError,
-                  "cannot open errata file '" + path + "': " + std::strerror(errno));
+  CONVPLAN_ASSIGN_OR_RETURN(int64_t max_bytes, max_input_bytes());
+  StatusOr<std::string> text = read_input_file(path, "errata file", max_bytes);
+  if (!text.ok() && text.status().code() == StatusCode::kNotFound) {
+    return Status(StatusCode::kIoError, text.status().message());  // as load_errata_file says
   }
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) return Status(StatusCode::kIoError, "cannot read errata file '" + path + "'");
-  return parse_errata_rules(text.str(), "'" + path + "'");
+  if (!text.ok()) return text.status();
+  return parse_errata_rules(*text, "'" + path + "'");
 }
 
 const std::vector<EngineRule>& TunePolicy::disabled_for(Direction d) const {
@@ -458,29 +430,16 @@ StatusOr<TunePolicy> TunePolicy::from_environment(const TunePolicy& base) {
                               parse_bool("CONVPLAN_ALLOW_RUNTIME_COMPILATION", v));
   }
   if (const char* v = get_env("CONVPLAN_WORKSPACE_LIMIT")) {
-    CONVPLAN_ASSIGN_OR_RETURN(p.workspace_limit, parse_bytes("CONVPLAN_WORKSPACE_LIMIT", v));
+    CONVPLAN_ASSIGN_OR_RETURN(p.workspace_limit,
+                              parse_byte_size_value("CONVPLAN_WORKSPACE_LIMIT", v));
   }
   if (const char* v = get_env("CONVPLAN_TUNE_BUDGET_MS")) {
-    const std::string_view s = v;
-    double ms = 0;
-    const auto r = std::from_chars(s.data(), s.data() + s.size(), ms);
-    if (s.empty() || r.ec != std::errc() || r.ptr != s.data() + s.size()) {
-      return env_error("CONVPLAN_TUNE_BUDGET_MS", v, "not a number of milliseconds");
-    }
-    if (!std::isfinite(ms) || ms <= 0) {
-      return env_error("CONVPLAN_TUNE_BUDGET_MS", v, "must be a finite number > 0");
-    }
+    CONVPLAN_ASSIGN_OR_RETURN(
+        double ms, parse_number_value("CONVPLAN_TUNE_BUDGET_MS", v, 0, 1e9, /*min_exclusive=*/true));
     p.budget_ms = ms;
   }
   if (const char* v = get_env("CONVPLAN_REWRITES")) {
-    const std::string_view s = v;
-    if (s == "off" || s == "0" || s == "false" || s == "no") {
-      p.rewrites = false;
-    } else if (s == "on" || s == "1" || s == "true" || s == "yes") {
-      p.rewrites = true;
-    } else {
-      return env_error("CONVPLAN_REWRITES", v, "must be on or off (1/0, true/false, yes/no)");
-    }
+    CONVPLAN_ASSIGN_OR_RETURN(p.rewrites, parse_bool("CONVPLAN_REWRITES", v));
   }
   if (const char* v = get_env("CONVPLAN_VERBOSE")) {
     int64_t level = -1;

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -22,20 +23,20 @@ namespace {
 // A database file of its own in the temp folder, removed (with its WAL files) at the end.
 class TempDbPath {
  public:
+  // A private folder of its own: the database refuses a folder others may write, such as /tmp.
   TempDbPath() {
-    path_ = (std::filesystem::temp_directory_path() /
-             ("convplan_cache_test_" + std::to_string(getpid()) + "_" +
-              std::to_string(counter_++) + ".db"))
-                .string();
-    remove_all();
+    std::string pattern = (std::filesystem::temp_directory_path() / "convplan_cache_test_XXXXXX").string();
+    if (::mkdtemp(pattern.data()) != nullptr) folder_ = pattern;
+    path_ = folder_ + "/" + std::to_string(counter_++) + ".db";
   }
-  ~TempDbPath() { remove_all(); }
+  ~TempDbPath() {
+    std::error_code ec;
+    if (!folder_.empty()) std::filesystem::remove_all(folder_, ec);
+  }
   const std::string& path() const { return path_; }
 
  private:
-  void remove_all() {
-    for (const char* suffix : {"", "-wal", "-shm", "-journal"}) std::remove((path_ + suffix).c_str());
-  }
+  std::string folder_;
   static inline int counter_ = 0;
   std::string path_;
 };

@@ -10,10 +10,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <map>
 #include <optional>
@@ -408,9 +410,12 @@ TEST_F(TuningDbTest, TruncatedFileIsMovedAsideReportedAndReplaced) {
   EXPECT_EQ(db->report().moved_aside.rfind(path_ + ".corrupt-", 0), 0u) << db->report().moved_aside;
   EXPECT_EQ(fs::file_size(db->report().moved_aside), size * 2 / 5);
   EXPECT_FALSE(db->report().reason.empty());
+  // The records the cut left readable were copied into the new database, each one intact.
   StatusOr<std::vector<TuningRecord>> all = db->list();
   ASSERT_TRUE(all.ok());
-  EXPECT_TRUE(all->empty());
+  EXPECT_EQ(static_cast<int64_t>(all->size()), db->report().salvaged);
+  EXPECT_LT(all->size(), 200u);
+  for (const TuningRecord& r : *all) EXPECT_EQ(r.plan_json.size(), 3000u) << r.key();
   put_all(*db, 0, 2);
   EXPECT_TRUE(db->verify()->problems.empty());
 }
@@ -435,8 +440,12 @@ TEST_F(TuningDbTest, OverwrittenPagesAreMovedAsideReportedAndReplaced) {
   ASSERT_TRUE(db);
   EXPECT_EQ(db->report().moved_aside.rfind(path_ + ".corrupt-", 0), 0u) << db->report().moved_aside;
   EXPECT_EQ(read_file(db->report().moved_aside), bytes);
-  put_all(*db, 0, 2);
-  EXPECT_EQ(db->list()->size(), 2u);
+  const size_t salvaged = db->list()->size();
+  EXPECT_EQ(static_cast<int64_t>(salvaged), db->report().salvaged);
+  EXPECT_LT(salvaged, 100u) << "two pages of records were overwritten";
+  put_all(*db, 1000, 2);
+  EXPECT_EQ(db->list()->size(), salvaged + 2);
+  EXPECT_TRUE(db->verify()->problems.empty());
 }
 
 TEST_F(TuningDbTest, FileCutInsideItsHeaderIsMovedAsideAndReplaced) {
@@ -791,6 +800,379 @@ TEST_F(TuningDbTest, WritersKilledMidWriteLoseNoCommittedRecord) {
     }
   }
   EXPECT_GT(committed, 0u) << "no put() returned before the kills: the test checked nothing";
+}
+
+// Starts db_stress_worker with `args`; returns its pid.
+pid_t spawn_stress_worker(const std::vector<std::string>& args) {
+  std::vector<std::string> all = {CONVPLAN_DB_STRESS_WORKER};
+  all.insert(all.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (std::string& a : all) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = -1;
+  int rc = posix_spawn(&pid, CONVPLAN_DB_STRESS_WORKER, nullptr, nullptr, argv.data(), environ);
+  EXPECT_EQ(rc, 0) << "posix_spawn " << CONVPLAN_DB_STRESS_WORKER;
+  return rc == 0 ? pid : -1;
+}
+
+TEST_F(TuningDbTest, StressWorkersKilledAndRestartedLoseNoCommittedRecord) {
+  // Issue 18: 8 workers import, tune (scripted backend), prune and verify one database while
+  // this process kills one of them every few milliseconds and starts it again. Afterwards
+  // every record whose write had returned is there, and the file verifies clean.
+  const std::vector<std::string> roles = {"import", "import", "import", "tune",
+                                          "tune",   "prune",  "verify", "verify"};
+  constexpr int kSeconds = 15;
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(kSeconds);
+  auto start = [&](size_t w) {
+    const auto left = std::chrono::duration_cast<std::chrono::seconds>(
+        end - std::chrono::steady_clock::now());
+    return spawn_stress_worker({roles[w], path_, dir_ + "/log" + std::to_string(w),
+                                std::to_string(w), std::to_string(std::max<int64_t>(1, left.count()))});
+  };
+  std::vector<pid_t> pids;
+  for (size_t w = 0; w < roles.size(); ++w) pids.push_back(start(w));
+  std::mt19937 rng(18);
+  int kills = 0;
+  while (std::chrono::steady_clock::now() + std::chrono::seconds(1) < end) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20 + rng() % 180));
+    const size_t w = rng() % roles.size();
+    ::kill(pids[w], SIGKILL);
+    int status = 0;
+    ASSERT_EQ(::waitpid(pids[w], &status, 0), pids[w]);
+    // A worker that exited by itself before the kill must have done so cleanly.
+    if (WIFEXITED(status)) {
+      EXPECT_EQ(WEXITSTATUS(status), 0) << roles[w] << " worker " << w << " failed";
+    } else {
+      ++kills;
+    }
+    pids[w] = start(w);
+  }
+  for (size_t w = 0; w < roles.size(); ++w) {
+    int status = 0;
+    ASSERT_EQ(::waitpid(pids[w], &status, 0), pids[w]);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        << roles[w] << " worker " << w << ": status " << status;
+  }
+  EXPECT_GT(kills, 20);
+
+  StatusOr<DbVerifyReport> report = TuningDatabase::verify_file(path_);
+  ASSERT_TRUE(report.ok()) << report.status().to_string();
+  EXPECT_TRUE(report->problems.empty()) << report->problems.front();
+  auto db = open_db();
+  ASSERT_TRUE(db);
+  EXPECT_TRUE(db->report().moved_aside.empty()) << db->report().reason;
+  std::set<std::string> committed;
+  for (size_t w = 0; w < roles.size(); ++w) {
+    for (const std::string& key : read_lines(dir_ + "/log" + std::to_string(w))) committed.insert(key);
+  }
+  size_t tuned = 0;
+  for (const std::string& key : committed) {
+    EXPECT_TRUE(db->find(key).ok()) << "committed, then lost: " << key;
+    if (key.find(convplan::testing::kTestDeviceModel) == std::string::npos) ++tuned;
+  }
+  EXPECT_GT(committed.size(), 50u) << "too little was written for the test to mean anything";
+  EXPECT_GT(tuned, 0u) << "no tuned record was committed";
+  std::printf("stress: %d kills, %zu committed records (%zu tuned), all found\n", kills,
+              committed.size(), tuned);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Hostile files, folders and documents (issue 18, docs/bad-inputs.md)
+
+// Zeroes the root page of the records table's primary-key index: the rows stay readable through
+// the table itself, the index is damaged.
+void damage_the_key_index(const std::string& path) {
+  int64_t page = 0, page_size = 0;
+  {
+    RawDb raw(path);
+    page = std::stoll(raw.text("SELECT rootpage FROM sqlite_schema WHERE name = 'sqlite_autoindex_records_1'"));
+    page_size = std::stoll(raw.text("PRAGMA page_size"));
+  }
+  std::string bytes = read_file(path);
+  ASSERT_GE(static_cast<int64_t>(bytes.size()), page * page_size);
+  std::fill(bytes.begin() + (page - 1) * page_size, bytes.begin() + page * page_size, '\0');
+  write_file(path, bytes);
+}
+
+TEST_F(TuningDbTest, DamageToTheIndexOnlySalvagesEveryRecord) {
+  // Case 8: index damage used to discard every record.
+  {
+    auto db = open_db();
+    ASSERT_TRUE(db);
+    put_all(*db, 0, 40);
+  }
+  damage_the_key_index(path_);
+  ::testing::internal::CaptureStderr();
+  auto db = open_db();
+  const std::string warning = ::testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(db);
+  EXPECT_EQ(db->report().moved_aside.rfind(path_ + ".corrupt-", 0), 0u) << db->report().moved_aside;
+  EXPECT_EQ(db->report().salvaged, 40);
+  EXPECT_NE(warning.find("40 of the 40 records it could read were intact"), std::string::npos)
+      << warning;
+  for (int id = 0; id < 40; ++id) {
+    StatusOr<TuningRecord> r = db->find(make_test_record(id).key());
+    ASSERT_TRUE(r.ok()) << id << ": " << r.status().to_string();
+    EXPECT_EQ(to_json(*r), to_json(make_test_record(id)));
+  }
+  EXPECT_TRUE(db->verify()->problems.empty());
+}
+
+TEST_F(TuningDbTest, VerifyFileReportsDamageAndChangesNothing) {
+  // Case 9: verify used to move the file aside first, then verify the new empty one.
+  {
+    auto db = open_db();
+    ASSERT_TRUE(db);
+    put_all(*db, 0, 10);
+  }
+  damage_the_key_index(path_);
+  const std::string before = read_file(path_);
+  StatusOr<DbVerifyReport> report = TuningDatabase::verify_file(path_);
+  ASSERT_TRUE(report.ok()) << report.status().to_string();
+  EXPECT_FALSE(report->problems.empty());
+  EXPECT_EQ(read_file(path_), before);
+  EXPECT_TRUE(files_starting(path_ + ".corrupt").empty());
+  EXPECT_FALSE(fs::exists(path_ + "-wal"));
+  EXPECT_FALSE(fs::exists(path_ + "-shm"));
+
+  write_file(path_, std::string(8192, 'x'));
+  report = TuningDatabase::verify_file(path_);
+  EXPECT_EQ(report.status().code(), StatusCode::kCorruptData) << report.status().to_string();
+  EXPECT_EQ(read_file(path_), std::string(8192, 'x'));
+  EXPECT_EQ(TuningDatabase::verify_file(dir_ + "/none.db").status().code(), StatusCode::kNotFound);
+}
+
+TEST_F(TuningDbTest, VerifyOfAHealthyFileLeavesNoLogFilesBehind) {
+  // Case 11: a reader's -wal and -shm files stayed behind.
+  {
+    auto db = open_db();
+    ASSERT_TRUE(db);
+    put_all(*db, 0, 3);
+  }
+  ASSERT_FALSE(fs::exists(path_ + "-wal"));
+  StatusOr<DbVerifyReport> report = TuningDatabase::verify_file(path_);
+  ASSERT_TRUE(report.ok()) << report.status().to_string();
+  EXPECT_EQ(report->valid, 3);
+  EXPECT_TRUE(report->problems.empty());
+  EXPECT_FALSE(fs::exists(path_ + "-wal"));
+  EXPECT_FALSE(fs::exists(path_ + "-shm"));
+}
+
+TEST_F(TuningDbTest, SymbolicLinksAreNeverFollowed) {
+  // Case 4: a link planted under the database's name (or its lock's, or its log's) made the
+  // victim's file be overwritten.
+  const std::string victim = dir_ + "/victim";
+  write_file(victim, "precious");
+  for (const std::string suffix : {"", ".lock", "-wal", "-shm", "-journal"}) {
+    std::error_code ec;
+    for (const char* s : {"", ".lock", "-wal", "-shm", "-journal"}) fs::remove(path_ + s, ec);
+    if (!suffix.empty()) write_file(path_, "");
+    ASSERT_EQ(::symlink(victim.c_str(), (path_ + suffix).c_str()), 0);
+    StatusOr<std::unique_ptr<TuningDatabase>> db = TuningDatabase::open(path_);
+    EXPECT_EQ(db.status().code(), StatusCode::kInvalidArgument) << suffix;
+    EXPECT_NE(db.status().message().find("is a symbolic link"), std::string::npos)
+        << db.status().to_string();
+    EXPECT_EQ(read_file(victim), "precious") << suffix;
+  }
+}
+
+TEST_F(TuningDbTest, ALogRedirectedToADeviceIsRefused) {
+  // Case 5: a journal redirected to /dev/null was accepted.
+  {
+    auto db = open_db();
+    ASSERT_TRUE(db);
+  }
+  ASSERT_EQ(::mkfifo((path_ + "-journal").c_str(), 0600), 0);
+  StatusOr<std::unique_ptr<TuningDatabase>> db = TuningDatabase::open(path_);
+  EXPECT_EQ(db.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(db.status().message().find("not a regular file"), std::string::npos)
+      << db.status().to_string();
+}
+
+TEST_F(TuningDbTest, AFolderOthersMayWriteIsRefusedUnlessAllowedExplicitly) {
+  // Case 4: refuse a folder another user owns or others can write, unless told otherwise.
+  ASSERT_EQ(::chmod(dir_.c_str(), 01777), 0);
+  StatusOr<std::unique_ptr<TuningDatabase>> db = TuningDatabase::open(path_);
+  EXPECT_EQ(db.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(db.status().message().find("CONVPLAN_DB_ALLOW_SHARED_FOLDER=1"), std::string::npos)
+      << db.status().to_string();
+  EXPECT_FALSE(fs::exists(path_)) << "nothing is made in a refused folder";
+  {
+    ScopedEnv allow("CONVPLAN_DB_ALLOW_SHARED_FOLDER", "yes");
+    auto allowed = open_db();
+    ASSERT_TRUE(allowed);
+    put_all(*allowed, 0, 1);
+  }
+  ASSERT_EQ(::chmod(dir_.c_str(), 0700), 0);
+  if (::geteuid() == 0) {  // only root can give the folder to another user
+    ASSERT_EQ(::chown(dir_.c_str(), 65534, 65534), 0);
+    db = TuningDatabase::open(path_);
+    EXPECT_EQ(db.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(db.status().message().find("belongs to another user"), std::string::npos)
+        << db.status().to_string();
+    ASSERT_EQ(::chown(dir_.c_str(), 0, 0), 0);
+  }
+  ScopedEnv bad("CONVPLAN_DB_ALLOW_SHARED_FOLDER", "perhaps");
+  db = TuningDatabase::open(path_);
+  EXPECT_EQ(db.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(db.status().message().find("CONVPLAN_DB_ALLOW_SHARED_FOLDER='perhaps'"),
+            std::string::npos);
+}
+
+TEST_F(TuningDbTest, ALooseModeIsWarnedAboutAndNeverWidened) {
+  // Case 5: a pre-existing 0666 database was used silently.
+  {
+    auto db = open_db();
+    ASSERT_TRUE(db);
+  }
+  ASSERT_EQ(::chmod(path_.c_str(), 0640), 0);
+  ::testing::internal::CaptureStderr();
+  auto db = open_db();
+  const std::string warning = ::testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(db);
+  put_all(*db, 0, 1);
+  EXPECT_NE(warning.find("has mode 0640"), std::string::npos) << warning;
+  EXPECT_EQ(file_mode(path_), 0640u);
+  EXPECT_EQ(file_mode(path_ + ".lock"), 0600u);
+}
+
+TEST_F(TuningDbTest, AFileColonPathIsAFileNotASqliteUri) {
+  // Case 6: "file:x?mode=memory" opened an in-memory database; records "imported" there were lost.
+  const fs::path old = fs::current_path();
+  fs::current_path(dir_);
+  {
+    auto db = open_db("file:x.db?mode=memory");
+    ASSERT_TRUE(db);
+    put_all(*db, 0, 2);
+  }
+  auto db = open_db("file:x.db?mode=memory");
+  fs::current_path(old);
+  ASSERT_TRUE(db);
+  EXPECT_TRUE(fs::exists(dir_ + "/file:x.db?mode=memory"));
+  EXPECT_EQ(db->list()->size(), 2u);
+}
+
+// Runs `body` in a child process without root's right to write anywhere (as nobody, after the
+// folder and `files` were given to nobody) or, when not root, in this process. Returns what
+// `body` returned.
+int run_unprivileged(const std::string& folder, const std::vector<std::string>& files,
+                     const std::function<int()>& body) {
+  if (::geteuid() != 0) return body();
+  for (const std::string& p : files) {
+    if (::chown(p.c_str(), 65534, 65534) != 0) return 20;
+  }
+  if (::chown(folder.c_str(), 65534, 65534) != 0) return 21;
+  const pid_t pid = ::fork();
+  if (pid < 0) return 22;
+  if (pid == 0) {
+    if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(23);
+    ::_exit(body());
+  }
+  int status = 0;
+  if (::waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return 24;
+  return WEXITSTATUS(status);
+}
+
+// Opens path read-only as it is: 0 when it lists `records` records and refuses a write.
+int opens_read_only(const std::string& path, size_t records) {
+  StatusOr<std::unique_ptr<TuningDatabase>> db = TuningDatabase::open(path);
+  if (!db.ok()) {
+    std::fprintf(stderr, "open: %s\n", db.status().to_string().c_str());
+    return 11;
+  }
+  if (!(*db)->report().read_only || !(*db)->report().moved_aside.empty()) return 12;
+  StatusOr<std::vector<TuningRecord>> all = (*db)->list();
+  if (!all.ok() || all->size() != records) return 13;
+  if ((*db)->put(make_test_record(7)).code() != StatusCode::kIoError) return 14;
+  return 0;
+}
+
+TEST_F(TuningDbTest, AHealthyDatabaseInAReadOnlyFolderIsReadNotReplaced) {
+  // Case 10: a read-only folder made a healthy database look damaged.
+  {
+    auto db = open_db();
+    ASSERT_TRUE(db);
+    put_all(*db, 0, 3);
+  }
+  ASSERT_EQ(::chmod(dir_.c_str(), 0500), 0);
+  EXPECT_EQ(run_unprivileged(dir_, {path_, path_ + ".lock"}, [&] { return opens_read_only(path_, 3); }), 0);
+  ASSERT_EQ(::chmod(dir_.c_str(), 0700), 0);
+  EXPECT_TRUE(files_starting(path_ + ".corrupt").empty());
+  EXPECT_FALSE(fs::exists(path_ + "-wal"));
+}
+
+TEST_F(TuningDbTest, ADatabaseThisUserMayNotWriteIsReadAndGetsNoLogFilesOfItsOwn) {
+  // Case 11: a reader that could not write the file still made -wal and -shm files (its own),
+  // which then broke the owner's use.
+  {
+    auto db = open_db();
+    ASSERT_TRUE(db);
+    put_all(*db, 0, 4);
+  }
+  ASSERT_EQ(::chmod(path_.c_str(), 0400), 0);
+  EXPECT_EQ(run_unprivileged(dir_, {path_, path_ + ".lock"}, [&] { return opens_read_only(path_, 4); }), 0);
+  EXPECT_FALSE(fs::exists(path_ + "-wal"));
+  EXPECT_FALSE(fs::exists(path_ + "-shm"));
+}
+
+TEST_F(TuningDbTest, ImportOfADeeplyNestedDocumentIsRefusedWithoutACrash) {
+  // Case 1: 100000 levels crashed the JSON printer (stack overflow).
+  auto db = open_db();
+  ASSERT_TRUE(db);
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  StatusOr<int64_t> n = db->import_json(
+      "{\"format\":\"convplan-tuning\",\"version\":1,\"records\":[" + deep + "]}", false);
+  EXPECT_EQ(n.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(n.status().message().find("nested deeper than 32 levels"), std::string::npos)
+      << n.status().to_string();
+  EXPECT_EQ(tuning_record_from_json(std::string(100000, '{')).status().code(),
+            StatusCode::kCorruptData);
+}
+
+TEST_F(TuningDbTest, ImportLargerThanTheLimitIsRefused) {
+  auto db = open_db();
+  ASSERT_TRUE(db);
+  put_all(*db, 0, 4);
+  const std::string doc = *db->export_json();
+  ScopedEnv limit("CONVPLAN_MAX_INPUT_BYTES", "2K");
+  ASSERT_GT(doc.size(), 2048u);
+  StatusOr<int64_t> n = db->import_json(doc, false);
+  EXPECT_EQ(n.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(n.status().message().find("more than the limit of 2048"), std::string::npos)
+      << n.status().to_string();
+}
+
+TEST_F(TuningDbTest, ImportWithDuplicateKeysCountsEachKeyOnceAndTheLastWins) {
+  // Case 14: records sharing a key were each counted as imported.
+  auto db = open_db();
+  ASSERT_TRUE(db);
+  std::string records;
+  for (int writer : {1, 2, 3}) records += (records.empty() ? "" : ",") + to_json(make_test_record(5, writer));
+  records += "," + to_json(make_test_record(6));
+  StatusOr<int64_t> n = db->import_json(
+      "{\"format\":\"convplan-tuning\",\"version\":1,\"records\":[" + records + "]}", false);
+  ASSERT_TRUE(n.ok()) << n.status().to_string();
+  EXPECT_EQ(*n, 2);
+  EXPECT_EQ(db->list()->size(), 2u);
+  EXPECT_EQ(to_json(*db->find(make_test_record(5).key())), to_json(make_test_record(5, 3)));
+}
+
+TEST_F(TuningDbTest, ImportReadsTheRecordsOfALargeDocumentOneAtATime) {
+  // The import no longer builds one tree of the whole document: what it imports is still
+  // every record, in order, with the header checked after the records.
+  auto db = open_db();
+  ASSERT_TRUE(db);
+  put_all(*db, 0, 300);
+  const std::string doc = *db->export_json();
+  auto other = open_db(dir_ + "/other.db");
+  ASSERT_TRUE(other);
+  StatusOr<int64_t> n = other->import_json(doc, false);
+  ASSERT_TRUE(n.ok()) << n.status().to_string();
+  EXPECT_EQ(*n, 300);
+  EXPECT_EQ(*other->export_json(), doc);
+  std::string v2 = doc;
+  v2.replace(v2.find("\"version\":1"), 11, "\"version\":2");
+  EXPECT_EQ(other->import_json(v2, false).status().code(), StatusCode::kNotSupported);
 }
 
 }  // namespace

@@ -667,6 +667,144 @@ TEST_F(Cli, DbPruneRemovesWhatTheFiltersMatch) {
   EXPECT_NE(r.out.find("removed 3 records"), std::string::npos) << describe(r);
 }
 
+// ---------------------------------------------------------------------------------------------
+// Hostile inputs (issue 18, docs/bad-inputs.md).
+
+TEST_F(Cli, NonFiniteAndOutOfRangeNumbersExit2) {
+  // Case 12: nan and inf used to pass CLI11's range checks.
+  const std::vector<std::vector<std::string>> commands = {
+      {"run", kGood, "--peak-tflops", "nan"},  {"run", kGood, "--peak-tflops", "inf"},
+      {"run", kGood, "--peak-gbps", "-inf"},   {"bench", "--peak-tflops", "1e400"},
+      {"db", "prune", "--older-than", "nan"},  {"db", "prune", "--older-than", "inf"},
+      {"db", "prune", "--older-than", "-1"}};
+  for (const auto& c : commands) {
+    const Result r = run(c);
+    EXPECT_EQ(r.exit_code, 2) << c[c.size() - 2] << " " << c.back() << "\n" << describe(r);
+  }
+}
+
+TEST_F(Cli, MoreThanTwoVerboseLevelsExit2) {
+  const Result r = run({"-vvvvv", "db", "path"});
+  EXPECT_EQ(r.exit_code, 2) << describe(r);
+  EXPECT_NE(r.err.find("-v is given 5 times"), std::string::npos) << describe(r);
+  EXPECT_EQ(run({"-vv", "db", "path"}).exit_code, 0);
+}
+
+TEST_F(Cli, BadEnvironmentExits2BeforeTheGpuCheck) {
+  // Case 13: the variables are read before the GPU is looked for, so this machine's missing GPU
+  // (exit 3) never hides them; and every boolean takes the usual spellings.
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"CONVPLAN_DB_ASSUME_NETWORK_FS", "maybe"}, {"CONVPLAN_DETERMINISTIC", "2"},
+      {"CONVPLAN_TUNE_BUDGET_MS", "nan"},          {"CONVPLAN_MAX_INPUT_BYTES", "12Q"},
+      {"CONVPLAN_DB_ALLOW_SHARED_FOLDER", "sure"}};
+  for (const auto& [name, value] : bad) {
+    env_[name] = value;
+    for (const std::vector<std::string>& c :
+         std::vector<std::vector<std::string>>{{"run", kGood}, {"devices"}, {"db", "path"}}) {
+      const Result r = run(c);
+      EXPECT_EQ(r.exit_code, 2) << name << "=" << value << " " << c[0] << "\n" << describe(r);
+      EXPECT_NE(r.err.find(name + "='" + value + "'"), std::string::npos) << describe(r);
+    }
+    env_.erase(name);
+  }
+  env_["CONVPLAN_DB_ASSUME_NETWORK_FS"] = "YES";
+  EXPECT_EQ(run({"db", "path"}).exit_code, 0);
+}
+
+TEST_F(Cli, DbExportOntoTheDatabaseItselfIsRefusedAndChangesNothing) {
+  // Case 7.
+  make_database(path("tuning.db"), 2);
+  const std::string before = read_all(path("tuning.db"));
+  for (const std::string& target : {path("tuning.db"), path("tuning.db-wal"), path("tuning.db.lock"),
+                                    dir_ + "/./tuning.db"}) {
+    const Result r = run({"db", "export", target});
+    EXPECT_EQ(r.exit_code, 2) << target << "\n" << describe(r);
+    EXPECT_NE(r.err.find("tuning database's own file"), std::string::npos) << describe(r);
+  }
+  EXPECT_EQ(read_all(path("tuning.db")), before);
+  const Result r = run({"db", "list", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_EQ(nlohmann::json::parse(r.out).size(), 2u);
+}
+
+TEST_F(Cli, DbImportOfADeviceOrFifoIsRefusedWithoutReading) {
+  // Case 2: /dev/zero grew without bound; a FIFO with no writer hung.
+  ASSERT_EQ(mkfifo(path("fifo").c_str(), 0600), 0);
+  for (const std::string& file : {std::string("/dev/zero"), path("fifo")}) {
+    const Result r = run({"db", "import", file});
+    EXPECT_EQ(r.exit_code, 2) << file << "\n" << describe(r);
+    EXPECT_NE(r.err.find("not a regular file"), std::string::npos) << describe(r);
+  }
+}
+
+TEST_F(Cli, DbImportLargerThanTheLimitIsRefused) {
+  make_database(path("a.db"), 3);
+  ASSERT_EQ(run({"--db", path("a.db"), "db", "export", path("a.json")}).exit_code, 0);
+  env_["CONVPLAN_MAX_INPUT_BYTES"] = "1K";
+  const Result r = run({"--db", path("b.db"), "db", "import", path("a.json")});
+  EXPECT_EQ(r.exit_code, 2) << describe(r);
+  EXPECT_NE(r.err.find("more than the limit of 1024 bytes"), std::string::npos) << describe(r);
+}
+
+TEST_F(Cli, DbImportOfADeeplyNestedRecordExits2WithoutACrash) {
+  // Case 1: 100000 levels crashed the JSON printer (SIGSEGV).
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  write("deep.json", "{\"format\":\"convplan-tuning\",\"version\":1,\"records\":[" + deep + "]}");
+  const Result r = run({"db", "import", path("deep.json")});
+  EXPECT_EQ(r.exit_code, 2) << describe(r);
+  EXPECT_NE(r.err.find("nested deeper than 32 levels"), std::string::npos) << describe(r);
+}
+
+TEST_F(Cli, DbImportWithDuplicateKeysCountsEachKeyOnce) {
+  // Case 14: two records under one key were counted as two imported.
+  make_database(path("a.db"), 2);
+  ASSERT_EQ(run({"--db", path("a.db"), "db", "export", path("a.json")}).exit_code, 0);
+  nlohmann::json doc = nlohmann::json::parse(read_all(path("a.json")));
+  doc["records"].push_back(doc["records"][0]);
+  write("dup.json", doc.dump());
+  const Result r = run({"--db", path("b.db"), "db", "import", path("dup.json")});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_NE(r.out.find("imported 2 records"), std::string::npos) << describe(r);
+  EXPECT_NE(r.err.find("1 record has the key of a later record"), std::string::npos) << describe(r);
+}
+
+TEST_F(Cli, DbVerifyOfADamagedFileExits1AndLeavesItInPlace) {
+  // Case 9: verify moved the file aside, then verified the new empty one and exited 0.
+  write("tuning.db", std::string(8192, 'x'));
+  const Result r = run({"db", "verify"});
+  EXPECT_EQ(r.exit_code, 1) << describe(r);
+  EXPECT_EQ(read_all(path("tuning.db")), std::string(8192, 'x'));
+  for (const auto& entry : fs::directory_iterator(dir_)) {
+    EXPECT_EQ(entry.path().filename().string().find(".corrupt-"), std::string::npos)
+        << entry.path();
+  }
+}
+
+TEST_F(Cli, SuiteCountThatWouldOverflowExits2) {
+  // Case 3: counts summed past int64 and printed negative.
+  write("big.txt", "a 9223372036854775807 ic8ih8oc8kh3\nb 9223372036854775807 ic8ih8oc8kh3\n");
+  Result r = run({"bench", "--dry-run", "--file", path("big.txt")});
+  EXPECT_EQ(r.exit_code, 2) << describe(r);
+  EXPECT_NE(r.err.find("is not a whole number from 1 to 1000000000"), std::string::npos)
+      << describe(r);
+  r = run({"bench", "--dry-run", "--file", "/dev/zero"});
+  EXPECT_EQ(r.exit_code, 2) << describe(r);
+}
+
+TEST_F(Cli, SharedFolderNeedsTheExplicitFlag) {
+  // Case 4: a folder others may write is refused unless the user says so.
+  const std::string shared = path("shared");
+  ASSERT_EQ(mkdir(shared.c_str(), 0700), 0);
+  ASSERT_EQ(chmod(shared.c_str(), 01777), 0);
+  env_["CONVPLAN_DB"] = shared + "/t.db";
+  write("none.json", "{\"format\":\"convplan-tuning\",\"version\":1,\"records\":[]}");
+  Result r = run({"db", "import", path("none.json")});
+  EXPECT_EQ(r.exit_code, 1) << describe(r);
+  EXPECT_NE(r.err.find("is writable by other users"), std::string::npos) << describe(r);
+  r = run({"--db-allow-shared-folder", "db", "import", path("none.json")});
+  EXPECT_EQ(r.exit_code, 0) << describe(r);
+}
+
 }  // namespace
 }  // namespace convplan
 

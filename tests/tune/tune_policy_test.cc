@@ -388,7 +388,8 @@ TEST_F(PolicyEnvTest, ReadsForbiddenNotes) {
 TEST_F(PolicyEnvTest, ReadsBooleans) {
   for (const char* var : {"CONVPLAN_DETERMINISTIC", "CONVPLAN_ALLOW_RUNTIME_COMPILATION"}) {
     for (const auto& [text, value] : std::map<std::string, bool>{
-             {"1", true}, {"true", true}, {"TRUE", true}, {"0", false}, {"false", false}}) {
+             {"1", true}, {"true", true}, {"TRUE", true}, {"yes", true}, {"On", true},
+             {"0", false}, {"false", false}, {"NO", false}, {"off", false}}) {
       auto p = read(var, text);
       ASSERT_TRUE(p.ok()) << var << "=" << text;
       EXPECT_EQ(std::string(var) == "CONVPLAN_DETERMINISTIC" ? p->deterministic
@@ -396,7 +397,8 @@ TEST_F(PolicyEnvTest, ReadsBooleans) {
                 value)
           << var << "=" << text;
     }
-    EXPECT_THAT(error_for(var, "yes"), HasSubstr("not a boolean"));
+    EXPECT_THAT(error_for(var, "maybe"), HasSubstr("not a boolean"));
+    EXPECT_THAT(error_for(var, "maybe"), HasSubstr(var));
     error_for(var, "2");
     error_for(var, "");
     env_.set(var, std::nullopt);
@@ -426,7 +428,8 @@ TEST_F(PolicyEnvTest, ReadsBudget) {
   ASSERT_TRUE(p.ok());
   EXPECT_DOUBLE_EQ(p->budget_ms, 2500.5);
   EXPECT_THAT(error_for("CONVPLAN_TUNE_BUDGET_MS", "soon"), HasSubstr("not a number"));
-  EXPECT_THAT(error_for("CONVPLAN_TUNE_BUDGET_MS", "0"), HasSubstr("> 0"));
+  EXPECT_THAT(error_for("CONVPLAN_TUNE_BUDGET_MS", "0"), HasSubstr("out of range (0, 1e+09]"));
+  EXPECT_THAT(error_for("CONVPLAN_TUNE_BUDGET_MS", "nan"), HasSubstr("must be a finite number"));
   error_for("CONVPLAN_TUNE_BUDGET_MS", "-5");
   error_for("CONVPLAN_TUNE_BUDGET_MS", "inf");
   error_for("CONVPLAN_TUNE_BUDGET_MS", "10ms");

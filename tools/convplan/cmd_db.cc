@@ -2,17 +2,19 @@
 #include <sys/stat.h>
 
 #include <ctime>
-#include <fstream>
+#include <cstdlib>
 #include <iostream>
-#include <sstream>
 
 #include "commands.h"
+#include "convplan/input_limits.h"
 #include "convplan/tuning_db.h"
 #include "convplan/tuning_record.h"
 #include "report.h"
 
 namespace convplan::cli {
 namespace {
+
+int status_exit(const Status& s) { return fail(kExitFailure, s.to_string()); }
 
 bool file_exists(const std::string& path) {
   struct stat st {};
@@ -29,16 +31,55 @@ std::string date_text(int64_t unix_seconds) {
   return buf;
 }
 
-StatusOr<std::string> read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return not_found("cannot open '" + path + "'");
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) return Status(StatusCode::kIoError, "cannot read '" + path + "'");
-  return text.str();
+StatusOr<std::string> read_import_file(const std::string& path) {
+  CONVPLAN_ASSIGN_OR_RETURN(int64_t max_bytes, max_input_bytes());
+  return read_input_file(path, "import file", max_bytes);
 }
 
-int status_exit(const Status& s) { return fail(kExitFailure, s.to_string()); }
+// The same file: one inode on one device, or, for a file not made yet, one name in one real
+// folder.
+bool same_file(const std::string& a, const std::string& b) {
+  struct stat sa {}, sb {};
+  if (::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0) {
+    return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+  }
+  auto canonical = [](const std::string& p) {
+    const size_t slash = p.find_last_of('/');
+    const std::string folder = slash == std::string::npos ? "." : (slash == 0 ? "/" : p.substr(0, slash));
+    char* real = ::realpath(folder.c_str(), nullptr);
+    if (real == nullptr) return p;
+    std::string out = std::string(real) + "/" + p.substr(slash == std::string::npos ? 0 : slash + 1);
+    std::free(real);
+    return out;
+  };
+  return canonical(a) == canonical(b);
+}
+
+// Writing an export over the database (or its -wal, -shm, -journal or lock) would destroy it.
+Status check_export_target(const std::string& out, const std::string& db_path) {
+  if (out.empty() || out == "-") return ok_status();
+  for (const char* suffix : {"", "-wal", "-shm", "-journal", ".lock"}) {
+    if (same_file(out, db_path + suffix)) {
+      return invalid_argument("db export: '" + out + "' is the tuning database's own file '" +
+                              db_path + suffix + "'; write the export somewhere else");
+    }
+  }
+  return ok_status();
+}
+
+int verify_command(const std::string& path) {
+  StatusOr<DbVerifyReport> r = TuningDatabase::verify_file(path);
+  if (!r.ok()) return status_exit(r.status());
+  std::cout << path << ": " << r->records << " rows, " << r->valid << " valid\n";
+  for (const std::string& p : r->problems) std::cout << "  " << p << "\n";
+  if (!r->problems.empty()) {
+    return fail(kExitVerifyFailed, std::to_string(r->problems.size()) + " problem" +
+                                       (r->problems.size() == 1 ? "" : "s") + " in " + path +
+                                       " (nothing was changed)");
+  }
+  return kExitOk;
+}
+
 
 }  // namespace
 
@@ -65,9 +106,13 @@ int db_command(const GlobalOptions& global, const DbOptions& o) {
                 "prune needs a filter: --older-than DAYS, --device MODEL, --cudnn "
                 "VERSION, or --all");
   }
+  if (o.action == "verify") return verify_command(path);
+  if (o.action == "export") {
+    if (Status s = check_export_target(o.file, path); !s.ok()) return fail(kExitUsage, s.message());
+  }
   std::string import_text;
   if (writes_new) {
-    StatusOr<std::string> text = read_file(o.file);
+    StatusOr<std::string> text = read_import_file(o.file);
     if (!text.ok()) return fail(kExitUsage, text.status().message());
     import_text = std::move(text).value();
   }
@@ -77,7 +122,8 @@ int db_command(const GlobalOptions& global, const DbOptions& o) {
   TuningDatabase& db = **opened;
   if (const DbOpenReport& r = db.report(); !r.moved_aside.empty()) {
     warn("'" + path + "' was damaged (" + r.reason + "); moved aside to " + r.moved_aside +
-         " and replaced by an empty database");
+         " and replaced by a new database holding the " + std::to_string(r.salvaged) +
+         " intact records it could read");
   }
 
   if (o.action == "list") {
@@ -133,17 +179,6 @@ int db_command(const GlobalOptions& global, const DbOptions& o) {
     }
     std::cout << (o.action == "merge" ? "merged " : "imported ") << *n << " record"
               << (*n == 1 ? "" : "s") << " from " << o.file << " into " << path << "\n";
-    return kExitOk;
-  }
-  if (o.action == "verify") {
-    StatusOr<DbVerifyReport> r = db.verify();
-    if (!r.ok()) return status_exit(r.status());
-    std::cout << path << ": " << r->records << " rows, " << r->valid << " valid\n";
-    for (const std::string& p : r->problems) std::cout << "  " << p << "\n";
-    if (!r->problems.empty()) {
-      return fail(kExitVerifyFailed, std::to_string(r->problems.size()) + " bad row" +
-                                         (r->problems.size() == 1 ? "" : "s") + " in " + path);
-    }
     return kExitOk;
   }
   if (o.action == "prune") {

@@ -28,6 +28,9 @@ int fail(int code, const std::string& message);
 void warn(const std::string& message);
 // kExitNoGpu for kNoDevice, kExitFailure for any other error, kExitOk for ok.
 int exit_code_for(const Status& s);
+// Reads and checks every CONVPLAN_* variable (the tuning policy, the input size limit, the
+// database's), so that a bad value is a usage error before anything else happens.
+Status check_configuration();
 // kExitOk when a GPU is usable; otherwise prints why and returns kExitNoGpu.
 int gpu_missing();
 // --tune: nullopt when not given. REQUIRES: checked by the CLI's validator.

@@ -1,8 +1,14 @@
 #include <iostream>
+#include <limits>
+#include <optional>
+#include <string_view>
 
 #include "commands.h"
 #include "convplan/cudnn_backend.h"
 #include "convplan/log.h"
+#include "convplan/environment.h"
+#include "convplan/input_limits.h"
+#include "convplan/tuning_db.h"
 #include "gpu.h"
 
 namespace convplan::cli {
@@ -40,6 +46,19 @@ int exit_code_for(const Status& s) {
 std::optional<TuneMode> tune_mode_flag(const std::string& s) {
   if (s.empty()) return std::nullopt;
   return *parse_tune_mode(s);
+}
+
+Status check_configuration() {
+  CONVPLAN_RETURN_IF_ERROR(TunePolicy::from_environment().status());
+  // PlanCache::create reads it too (the same rule: a whole number >= 0, empty meaning unset);
+  // checked here so that a bad value is a usage error before the GPU is looked for.
+  if (std::optional<std::string_view> v = env_value("CONVPLAN_CACHE_CAPACITY"); v && !v->empty()) {
+    CONVPLAN_RETURN_IF_ERROR(parse_int_value("CONVPLAN_CACHE_CAPACITY", *v, 0,
+                                             std::numeric_limits<int64_t>::max())
+                                 .status());
+  }
+  CONVPLAN_RETURN_IF_ERROR(max_input_bytes().status());
+  return TuningDatabase::check_environment();
 }
 
 int gpu_missing() {

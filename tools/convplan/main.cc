@@ -1,6 +1,8 @@
 // convplan: the command line. Parses the arguments with CLI11 and hands them to a command
 // (commands.h). Every parse error (unknown flag, bad value, missing file, missing argument) exits
 // with kExitUsage and a message naming the flag.
+#include <stdlib.h>
+
 #include <CLI/CLI.hpp>
 #include <functional>
 #include <iostream>
@@ -8,6 +10,7 @@
 
 #include "commands.h"
 #include "convplan/log.h"
+#include "convplan/environment.h"
 #include "convplan/problem.h"
 #include "convplan/tune_policy.h"
 #include "convplan/tuning_db.h"
@@ -52,6 +55,16 @@ const CLI::Validator kLayout = status_validator(
       return ok_status();
     },
     "nchw|nhwc");
+// A finite number in (0, max] (NaN and infinities are refused: CLI11's own range checks let
+// NaN through).
+CLI::Validator finite_number(double min, double max, bool min_exclusive, std::string type_name) {
+  return status_validator(
+      [=](const std::string& s) {
+        return parse_number_value("value", s, min, max, min_exclusive).status();
+      },
+      std::move(type_name));
+}
+
 const CLI::Validator kTuneMode =
     status_validator([](const std::string& s) { return parse_tune_mode(s).status(); },
                      "heuristic|limited|exhaustive");
@@ -90,10 +103,10 @@ void add_timing_flags(CLI::App* cmd, TimingFlags& t, TimingFlagOptions& o) {
   cmd->add_flag("--flush-l2", t.flush_l2, "flush the L2 cache before each timed run");
   o.tflops = cmd->add_option("--peak-tflops", o.peak_tflops,
                              "matrix rate for the roofline floor, TFLOP/s (else measured)")
-                 ->check(CLI::PositiveNumber);
+                 ->check(finite_number(0, 1e6, true, "TFLOPS"));
   o.gbps = cmd->add_option("--peak-gbps", o.peak_gbps,
                            "memory bandwidth for the roofline floor, GB/s (else measured)")
-               ->check(CLI::PositiveNumber);
+               ->check(finite_number(0, 1e8, true, "GBPS"));
 }
 
 void finish_timing_flags(TimingFlags& t, const TimingFlagOptions& o) {
@@ -105,6 +118,7 @@ void finish_timing_flags(TimingFlags& t, const TimingFlagOptions& o) {
 struct Commands {
   GlobalOptions global;
   bool quiet = false;
+  bool allow_shared_folder = false;  // --db-allow-shared-folder
   std::function<int()> action;
 
   RunOptions run;
@@ -144,10 +158,13 @@ void add_global_flags(CLI::App& app, Commands& c) {
   app.add_option("--db", c.global.db_path,
                  "tuning database (default: $CONVPLAN_DB, else $XDG_CACHE_HOME/convplan/tuning.db, "
                  "else ~/.cache/convplan/tuning.db; 'off': none)");
-  app.add_flag("-v,--verbose", c.global.verbose, "report the tuner's choices (repeat for more)");
+  app.add_flag("-v,--verbose", c.global.verbose, "report the tuner's choices (-vv for more)");
   app.add_flag("-q,--quiet", c.quiet,
                "report errors only (the library's warnings and notes are dropped; "
                "else $CONVPLAN_LOG_LEVEL: debug, info, warning, error or off)");
+  app.add_flag("--db-allow-shared-folder", c.allow_shared_folder,
+               "use a tuning database in a folder other users own or may write "
+               "(as CONVPLAN_DB_ALLOW_SHARED_FOLDER=1; see docs/bad-inputs.md)");
 }
 
 void add_run_command(CLI::App& app, Commands& c) {
@@ -276,7 +293,7 @@ void add_db_command(CLI::App& app, Commands& c) {
       db_cmd->add_subcommand("prune", "remove the records matching every given filter");
   CLI::Option* older_opt =
       prune->add_option("--older-than", c.older_than, "tuned more than DAYS days ago")
-          ->check(CLI::NonNegativeNumber);
+          ->check(finite_number(0, 1e6, false, "DAYS"));
   CLI::Option* device_opt =
       prune->add_option("--device", c.device_model, "device model key, as db list shows it");
   CLI::Option* cudnn_opt =
@@ -348,6 +365,13 @@ int parse_and_run(int argc, char** argv) {
   }
   if (!c.action) return fail(kExitUsage, "no command given");
   if (const int code = set_up_logging(c); code != kExitOk) return code;
+  if (c.global.verbose > 2) {
+    return fail(kExitUsage, "-v is given " + std::to_string(c.global.verbose) +
+                                " times; there are two levels (-v, -vv)");
+  }
+  if (c.allow_shared_folder) ::setenv("CONVPLAN_DB_ALLOW_SHARED_FOLDER", "1", 1);
+  // Before any command looks for a GPU: a bad value is a usage error on every machine.
+  if (Status s = check_configuration(); !s.ok()) return fail(kExitUsage, s.message());
   if (c.global.db_path.empty()) c.global.db_path = TuningDatabase::default_path();
   return c.action();
 }

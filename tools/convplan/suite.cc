@@ -3,10 +3,11 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
-#include <fstream>
 #include <map>
-#include <sstream>
 #include <system_error>
+#include <unordered_map>
+
+#include "convplan/input_limits.h"
 
 #include "suites_embedded.h"
 
@@ -89,9 +90,10 @@ StatusOr<Suite> parse_suite(std::string_view text, std::string_view source_name)
     }
     const std::string_view count = fields[1];
     const auto r = std::from_chars(count.data(), count.data() + count.size(), e.count);
-    if (r.ec != std::errc() || r.ptr != count.data() + count.size() || e.count < 1) {
-      return invalid_argument(where + "count '" + std::string(count) +
-                              "' is not a whole number >= 1");
+    if (r.ec != std::errc() || r.ptr != count.data() + count.size() || e.count < 1 ||
+        e.count > kMaxSuiteCount) {
+      return invalid_argument(where + "count '" + std::string(count) + "' is not a whole number from 1 to " +
+                              std::to_string(kMaxSuiteCount));
     }
     e.descriptor = std::string(fields[2]);
     StatusOr<ConvProblem> problem = parse_problem(e.descriptor);
@@ -112,12 +114,9 @@ StatusOr<Suite> parse_suite(std::string_view text, std::string_view source_name)
 }
 
 StatusOr<Suite> load_suite_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return not_found("cannot open suite file '" + path + "'");
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) return Status(StatusCode::kIoError, "cannot read suite file '" + path + "'");
-  return parse_suite(text.str(), path);
+  CONVPLAN_ASSIGN_OR_RETURN(int64_t max_bytes, max_input_bytes());
+  CONVPLAN_ASSIGN_OR_RETURN(std::string text, read_input_file(path, "suite file", max_bytes));
+  return parse_suite(text, path);
 }
 
 std::vector<std::string> builtin_suite_names() {
@@ -146,17 +145,23 @@ StatusOr<std::vector<SuiteProblem>> suite_problems(const Suite& suite,
                                                    const ProblemOverrides& flags,
                                                    const ProblemOverrides& defaults) {
   std::vector<SuiteProblem> out;
+  // Problems already in `out`, by hash: merging stays linear in the suite's length.
+  std::unordered_multimap<uint64_t, size_t> seen;
   for (const SuiteEntry& e : suite.entries) {
     StatusOr<ConvProblem> p = apply_overrides(e.problem, e.given, flags, defaults);
     if (!p.ok()) {
       return invalid_argument(suite.source + ":" + std::to_string(e.line) + ": " + e.name + ": " +
                               p.status().message());
     }
-    auto same = std::find_if(out.begin(), out.end(),
-                             [&](const SuiteProblem& s) { return s.problem == *p; });
-    if (same != out.end()) {
-      same->count += e.count;
+    const uint64_t h = p->hash();
+    auto [first, last] = seen.equal_range(h);
+    auto same = std::find_if(first, last, [&](const auto& kv) { return out[kv.second].problem == *p; });
+    if (same != last) {
+      // Counts are at most kMaxSuiteCount each, so a sum over any file that fits in memory
+      // stays far below int64's range.
+      out[same->second].count += e.count;
     } else {
+      seen.emplace(h, out.size());
       out.push_back(SuiteProblem{e.name, e.count, std::move(p).value()});
     }
   }

@@ -24,6 +24,10 @@
 
 namespace convplan::cli {
 
+// The largest COUNT of one line. With it no sum of counts can overflow (a file would need 9e9
+// lines), and a count that is a typo for a huge number is refused rather than printed wrapped.
+inline constexpr int64_t kMaxSuiteCount = 1000000000;
+
 struct SuiteEntry {
   std::string name;
   int64_t count = 1;
@@ -43,7 +47,8 @@ struct Suite {
 // Parses a suite's text. Errors (kInvalidArgument) read "SOURCE:LINE: what is wrong", with the
 // parser's message for a bad descriptor.
 StatusOr<Suite> parse_suite(std::string_view text, std::string_view source_name);
-// Reads and parses a file; kNotFound when it cannot be opened, naming the path.
+// Reads and parses a file; kNotFound when it cannot be opened, naming the path; kInvalidArgument
+// when it is not a regular file or is larger than max_input_bytes() (input_limits.h).
 StatusOr<Suite> load_suite_file(const std::string& path);
 
 // The suites compiled in (the files of suites/ without ".txt"), sorted.
