@@ -18,7 +18,6 @@ when torch.backends.cudnn.allow_tf32 says so, as PyTorch's cuDNN path does.
 Plans are made on a shape's first call (tuned, or found in the tuning database): make that call
 before capturing a CUDA graph (PyTorch's own warm-up does), from the thread that captures.
 """
-from __future__ import annotations
 
 import threading
 from typing import List, Optional, Sequence

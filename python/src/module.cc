@@ -91,7 +91,8 @@ void bind_problem(nb::module_& m) {
       }, "text"_a)
       .def("__str__", &ConvProblem::to_string)
       .def("__repr__", [](const ConvProblem& p) { return "convplan.Problem('" + p.to_string() + "')"; })
-      .def("__eq__", [](const ConvProblem& a, const ConvProblem& b) { return a == b; })
+      .def("__eq__", [](const ConvProblem& a, const ConvProblem& b) { return a == b; },
+           nb::is_operator())
       .def("__hash__", [](const ConvProblem& p) { return static_cast<int64_t>(p.hash() >> 1); })
       .def_prop_ro("direction", [](const ConvProblem& p) { return to_string(p.direction); })
       .def_prop_ro("dtype", [](const ConvProblem& p) { return to_string(p.data_type); })
