@@ -277,16 +277,19 @@ def _run(ctx, shape: _Shape, direction: str, device: int, x: Tensor, w: Tensor, 
     problem = shape.problem(direction)
     stream = _raw_stream(device)
     impl = ctx._impl
-    ws_bytes = shape.workspace.get(direction)
+    # Per context: prepare() tunes in the context's cache (launch() never does), so a launch meets
+    # at most a clone for a new thread's handle.
+    key = (direction, impl)
+    ws_bytes = shape.workspace.get(key)
     if ws_bytes is None:
-        ws_bytes = shape.workspace[direction] = impl.prepare(problem, device, stream)
+        ws_bytes = shape.workspace[key] = impl.prepare(problem, device, stream)
     for _ in range(2):
         ws = like.new_empty((ws_bytes,), dtype=torch.uint8) if ws_bytes else None
         if impl.launch(problem, device, stream, x.data_ptr(), w.data_ptr(), y.data_ptr(),
                        ws.data_ptr() if ws is not None else 0, ws_bytes):
             return
         # Not planned on this thread yet, or a plan rebuilt with another workspace.
-        ws_bytes = shape.workspace[direction] = impl.prepare(problem, device, stream)
+        ws_bytes = shape.workspace[key] = impl.prepare(problem, device, stream)
     raise _cp.Error(f"convplan: {problem} could not be launched after planning")
 
 

@@ -140,6 +140,45 @@ def test_functional_matches_f_conv_for_plain_arguments():
             assert rel_l2(cpt.conv(x, w, **kwargs), F.conv2d(x, w, **kwargs)) < 1e-5, kwargs
 
 
+@pytest.mark.parametrize("rank, fmt", [(3, torch.contiguous_format), (4, torch.contiguous_format),
+                                       (4, torch.channels_last), (5, torch.channels_last_3d)])
+def test_fake_implementations_give_pytorchs_shapes_and_backward_calls_convplan(rank, fmt):
+    """Needs no GPU: the ops on meta tensors, as torch.compile traces them."""
+    d = rank - 2
+    x = torch.empty((2, 4) + (9,) * d, device="meta").contiguous(memory_format=fmt).requires_grad_()
+    w = torch.empty((6, 2) + (3,) * d, device="meta").contiguous(memory_format=fmt).requires_grad_()
+    stride, before, after, dil = [2] * d, [1] * d, [2] * d, [2] * d
+    y = torch.ops.convplan.conv(x, w, stride, before, after, dil, 2, 0)
+    ref = torch_conv(x, w, None, stride, [(1, 2)] * d, dil, 2)
+    assert y.shape == ref.shape
+    assert y.is_contiguous(memory_format=fmt)
+    gx, gw = torch.autograd.grad(y.sum(), (x, w))
+    assert gx.shape == x.shape and gw.shape == w.shape
+    assert gx.is_contiguous(memory_format=fmt) and gw.is_contiguous(memory_format=fmt)
+
+    def f(x, w):
+        out = torch.ops.convplan.conv(x, w, stride, before, after, dil, 2, 0)
+        return torch.autograd.grad(out.sum(), (x, w))
+
+    from torch.fx.experimental.proxy_tensor import make_fx
+    code = make_fx(f, tracing_mode="fake")(torch.randn(x.shape, requires_grad=True),
+                                           torch.randn(w.shape, requires_grad=True)).code
+    assert "convplan.conv_backward_data" in code and "convplan.conv_backward_filter" in code
+
+
+@needs_gpu
+def test_opcheck_of_the_custom_ops():
+    x = torch.randn(2, 4, 9, 10, device="cuda", requires_grad=True)
+    w = torch.randn(6, 2, 3, 3, device="cuda", requires_grad=True)
+    torch.library.opcheck(torch.ops.convplan.conv.default,
+                          (x, w, [2, 1], [1, 0], [2, 1], [1, 2], 2, 0))
+    gy = torch.randn(2, 6, 5, 7, device="cuda")
+    torch.library.opcheck(torch.ops.convplan.conv_backward_data.default,
+                          (gy, w.detach(), [2, 4, 9, 10], [2, 1], [1, 0], [2, 1], [1, 2], 2, False, 0))
+    torch.library.opcheck(torch.ops.convplan.conv_backward_filter.default,
+                          (gy, x.detach(), [6, 2, 3, 3], [2, 1], [1, 0], [2, 1], [1, 2], 2, False, 0))
+
+
 def test_convert_keeps_state_dict_keys_and_counts():
     model = nn.Sequential(nn.Conv1d(2, 4, 3), nn.Sequential(nn.Conv2d(4, 4, 3), nn.ReLU()),
                           nn.Conv3d(4, 2, 1, bias=False), nn.Linear(2, 2))
