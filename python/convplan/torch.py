@@ -249,10 +249,15 @@ class _Shape:
 
 
 def _forward_shape(g: _Geometry, x: Tensor, w: Tensor) -> _Shape:
-    tf32 = x.dtype is torch.float32 and _tf32_enabled()
-    key = (x.shape, x.stride(), w.shape, w.stride(), x.dtype, x.get_device(), tf32)
+    """The shape's plans; the inputs are checked when a key is first met (the key holds all that
+    the checks read), so that a call of a known shape checks nothing."""
+    dtype = x.dtype
+    tf32 = dtype is torch.float32 and _tf32_enabled()
+    key = (x.shape, x.stride(), w.shape, w.stride(), dtype, w.dtype, x.get_device(),
+           w.get_device(), tf32)
     s = g.shapes.get(key)
     if s is None:
+        _check_inputs(x, w, None, g.groups)
         fmt = _pick_format(x, w)
         s = g.shapes[key] = _Shape(g, fmt, x.shape, w.shape, x.dtype, tf32,
                                    x.is_contiguous(memory_format=fmt),
@@ -447,6 +452,8 @@ def _needs_graph(x: Tensor, w: Tensor, bias: Optional[Tensor]) -> bool:
 
 
 def _conv(g: _Geometry, x: Tensor, w: Tensor, bias: Optional[Tensor], context) -> Tensor:
+    if bias is not None and (bias.dtype != x.dtype or bias.get_device() != x.get_device()):
+        _check_inputs(x, w, bias, g.groups)
     if _needs_graph(x, w, bias):
         y = _conv_op(x, w, list(g.stride), list(g.before), list(g.after), list(g.dilation),
                      g.groups, _context_id(context))
@@ -464,7 +471,8 @@ def conv(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, stride=1, pad
     padding may also be a sequence of (before, after) pairs, one per spatial dimension.
     Raises UnsupportedError for inputs convplan cannot take, convplan.Error for runtime failures.
     """
-    _check_inputs(x, weight, bias, groups)
+    if x.dim() != weight.dim() or x.dim() not in (3, 4, 5):
+        _check_inputs(x, weight, bias, groups)
     g = _geometry(stride, padding, dilation, groups, x.dim() - 2, weight.shape[2:])
     return _conv(g, x, weight, bias, context)
 
@@ -502,7 +510,6 @@ class ConvplanConv(nn.Module):
         if self.fallback and not _takes(x, w, b, self.padding_mode):
             (self.context or _cp.default_context()).count_fallback()
             return self._torch_conv[0]._conv_forward(x, w, b)
-        _check_inputs(x, w, b, self.groups)
         return _conv(self._geometry, x, w, b, self.context)
 
 
