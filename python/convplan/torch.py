@@ -33,8 +33,13 @@ __all__ = ["conv", "convert", "ConvplanConv", "UnsupportedError"]
 _DTYPE_NAMES = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16",
                 torch.float64: "f64"}
 _LETTERS = {1: "w", 2: "hw", 3: "dhw"}
-_raw_stream = torch._C._cuda_getCurrentRawStream
-_tf32_enabled = torch._C._get_cudnn_allow_tf32
+# The current stream as an int and the TF32 switch, read without making Python objects (the
+# public spellings, torch.cuda.current_stream().cuda_stream and torch.backends.cudnn.allow_tf32,
+# cost a microsecond or more per call); the public ones where a build lacks the private ones.
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None) or (
+    lambda device: torch.cuda.current_stream(device).cuda_stream)
+_tf32_enabled = getattr(torch._C, "_get_cudnn_allow_tf32", None) or (
+    lambda: torch.backends.cudnn.allow_tf32)
 _is_compiling = torch.compiler.is_compiling
 
 

@@ -147,9 +147,11 @@ int64_t Context::prepare(const ConvProblem& problem, int device, uintptr_t strea
   {
     nb::gil_scoped_release release;
     status = [&]() -> Status {
+      CONVPLAN_RETURN_IF_ERROR(gpu_available());
       CurrentDevice current(device);
-      CONVPLAN_ASSIGN_OR_RETURN(cudnnHandle_t handle, handle_for(device, as_stream(stream)));
+      // Before anything is made: a new handle (cudnnCreate) is no more capture-safe than tuning.
       CONVPLAN_RETURN_IF_ERROR(check_not_capturing(as_stream(stream), problem));
+      CONVPLAN_ASSIGN_OR_RETURN(cudnnHandle_t handle, handle_for(device, as_stream(stream)));
       CONVPLAN_ASSIGN_OR_RETURN(PlanRef ref, cache_->acquire(handle, problem));
       workspace = ref->workspace_bytes();
       return ok_status();

@@ -37,7 +37,7 @@ def rel_l2(a, b):
 
 
 # Against the float64 reference; the same-dtype comparison with PyTorch gets twice this.
-TOL = {torch.float64: 1e-10, torch.float32: 1e-5, torch.float16: 3e-3, torch.bfloat16: 2e-2}
+TOL = {torch.float64: 1e-10, torch.float32: 1e-4, torch.float16: 3e-3, torch.bfloat16: 2e-2}
 DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.float64]
 
 # (name, spatial dims, x spatial, filter, stride, padding (before, after), dilation, groups)
