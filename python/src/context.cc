@@ -1,5 +1,6 @@
 #include "context.h"
 
+#include <Python.h>
 #include <cuda_runtime_api.h>
 #include <nanobind/nanobind.h>
 
@@ -82,6 +83,14 @@ class CurrentDevice {
   bool switched_ = false;
 };
 
+bool interpreter_finalizing() {
+#if PY_VERSION_HEX >= 0x030D0000
+  return Py_IsFinalizing() != 0;
+#else
+  return _Py_IsFinalizing() != 0;
+#endif
+}
+
 }  // namespace
 
 Context::Context(const ContextOptions& options) : id_(g_next_context_id.fetch_add(1)) {
@@ -115,6 +124,13 @@ Context::Context(const ContextOptions& options) : id_(g_next_context_id.fetch_ad
 }
 
 Context::~Context() {
+  if (interpreter_finalizing()) {
+    // At exit the CUDA runtime may be gone before us (PyTorch leaks its cuDNN handles for the
+    // same reason): leave the cache and the handles to the process's end.
+    (void)cache_.release();
+    (void)new std::map<HandleKey, CudnnContext>(std::move(handles_));
+    return;
+  }
   cache_.reset();  // plans before the handles they are bound to
   std::lock_guard<std::mutex> lock(mu_);
   handles_.clear();

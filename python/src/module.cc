@@ -138,6 +138,9 @@ void bind_context(nb::module_& m) {
 NB_MODULE(_C, m) {
   using namespace convplan;
   using namespace convplan::python;
+  // The default context lives as long as the module; at exit it is left to the process (see
+  // ~Context), which nanobind would otherwise report as a leak.
+  nb::set_leak_warnings(false);
   register_error_type(m);
   m.attr("__version__") = convplan_version();
   m.def("cudnn_version", [] { return cudnn_runtime_version(); },
