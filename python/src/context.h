@@ -40,7 +40,7 @@ class Context {
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
 
-  // Tunes or clones the problem's plan for (device, stream, this thread) unless it is there;
+  // Tunes or clones the problem's plan for (device, this thread) unless it is there;
   // returns the workspace bytes a launch needs. Raises when the stream is being captured (a
   // first call must not happen inside CUDA graph capture) or when planning fails.
   int64_t prepare(const ConvProblem& problem, int device, uintptr_t stream);
