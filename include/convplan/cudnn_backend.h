@@ -26,10 +26,19 @@ CONVPLAN_EXPORT int cuda_runtime_version();
 
 CONVPLAN_EXPORT std::shared_ptr<Backend> make_cudnn_backend();
 
-// A cuDNN handle on `device`, bound to a non-blocking stream that it owns. Move-only.
+// A cuDNN handle on `device`, bound to a non-blocking stream that it owns, or (for_stream) to a
+// stream that the caller owns, such as a framework's current stream. Move-only.
 class CONVPLAN_EXPORT CudnnContext {
  public:
   static StatusOr<CudnnContext> create(int device = 0);
+  // The handle is bound to `stream` (null: the legacy default stream), which the context never
+  // destroys. REQUIRES: `stream` belongs to `device` and outlives every use of the handle.
+  static StatusOr<CudnnContext> for_stream(int device, cudaStream_t stream);
+  // Binds the handle to another caller-owned stream of its device (cudnnSetStream, a host-side
+  // setter, safe during CUDA graph capture): a framework's thread moves between streams this
+  // way, as PyTorch does with its per-thread handles. kInvalidArgument on a context that owns
+  // its stream.
+  Status set_stream(cudaStream_t stream);
   CudnnContext(CudnnContext&& other) noexcept;
   CudnnContext& operator=(CudnnContext&& other) noexcept;
   CudnnContext(const CudnnContext&) = delete;
@@ -47,6 +56,7 @@ class CONVPLAN_EXPORT CudnnContext {
   cudnnHandle_t handle_ = nullptr;
   cudaStream_t stream_ = nullptr;
   int device_ = -1;
+  bool owns_stream_ = true;
 };
 
 // cudaMalloc/cudaFree on the current device; kOutOfMemory when cudaMalloc says so.

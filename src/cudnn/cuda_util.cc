@@ -155,12 +155,19 @@ DeviceAllocator& cuda_allocator() {
   return *allocator;
 }
 
-StatusOr<CudnnContext> CudnnContext::create(int device) {
+namespace {
+Status check_device(int device) {
   CONVPLAN_RETURN_IF_ERROR(gpu_available());
   if (device < 0 || device >= cuda_device_count()) {
     return invalid_argument("device=" + std::to_string(device) + " is not in [0, " +
                             std::to_string(cuda_device_count()) + ")");
   }
+  return ok_status();
+}
+}  // namespace
+
+StatusOr<CudnnContext> CudnnContext::create(int device) {
+  CONVPLAN_RETURN_IF_ERROR(check_device(device));
   DeviceGuard guard(device);
   CONVPLAN_RETURN_IF_ERROR(guard.status());
   CudnnContext ctx;  // releases whatever was made if a later step fails
@@ -171,11 +178,35 @@ StatusOr<CudnnContext> CudnnContext::create(int device) {
   return ctx;
 }
 
+StatusOr<CudnnContext> CudnnContext::for_stream(int device, cudaStream_t stream) {
+  CONVPLAN_RETURN_IF_ERROR(check_device(device));
+  DeviceGuard guard(device);
+  CONVPLAN_RETURN_IF_ERROR(guard.status());
+  CudnnContext ctx;
+  ctx.device_ = device;
+  ctx.owns_stream_ = false;
+  ctx.stream_ = stream;
+  CONVPLAN_CUDNN_CHECK(cudnnCreate(&ctx.handle_));
+  CONVPLAN_CUDNN_CHECK(cudnnSetStream(ctx.handle_, ctx.stream_));
+  return ctx;
+}
+
+Status CudnnContext::set_stream(cudaStream_t stream) {
+  if (owns_stream_ || handle_ == nullptr) {
+    return invalid_argument("set_stream: the context owns its stream (made by create) or is empty");
+  }
+  CONVPLAN_CUDNN_CHECK(cudnnSetStream(handle_, stream));
+  stream_ = stream;
+  return ok_status();
+}
+
 CudnnContext::CudnnContext(CudnnContext&& other) noexcept
-    : handle_(other.handle_), stream_(other.stream_), device_(other.device_) {
+    : handle_(other.handle_), stream_(other.stream_), device_(other.device_),
+      owns_stream_(other.owns_stream_) {
   other.handle_ = nullptr;
   other.stream_ = nullptr;
   other.device_ = -1;
+  other.owns_stream_ = true;
 }
 
 CudnnContext& CudnnContext::operator=(CudnnContext&& other) noexcept {
@@ -184,9 +215,11 @@ CudnnContext& CudnnContext::operator=(CudnnContext&& other) noexcept {
     handle_ = other.handle_;
     stream_ = other.stream_;
     device_ = other.device_;
+    owns_stream_ = other.owns_stream_;
     other.handle_ = nullptr;
     other.stream_ = nullptr;
     other.device_ = -1;
+    other.owns_stream_ = true;
   }
   return *this;
 }
@@ -197,7 +230,7 @@ void CudnnContext::release() noexcept {
   if (handle_ == nullptr && stream_ == nullptr) return;
   DeviceGuard guard(device_ >= 0 ? device_ : 0);
   if (handle_ != nullptr) (void)cudnnDestroy(handle_);
-  if (stream_ != nullptr) (void)cudaStreamDestroy(stream_);
+  if (stream_ != nullptr && owns_stream_) (void)cudaStreamDestroy(stream_);
   handle_ = nullptr;
   stream_ = nullptr;
 }

@@ -1,0 +1,73 @@
+// Context: what convplan.Context wraps. One PlanCache and one tuning database, and the cuDNN
+// handles callers run on: one per (device, thread), made on first use and kept until the context
+// goes, bound to the caller's current stream on each call (cudnnSetStream, as PyTorch does with
+// its own per-thread handles). So a handle is never used by two threads at once (cuDNN's rule,
+// checked by the cache), every thread has its own plans, and a thread that moves to another
+// stream (CUDA graph capture does) keeps them: building plans is neither capture-safe nor cheap.
+//
+// Thread-safe: many Python threads on many streams share one Context. The calls that may tune
+// release the GIL meanwhile.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <tuple>
+
+#include "convplan/cudnn_backend.h"
+#include "convplan/plan_cache.h"
+#include "convplan/problem.h"
+#include "convplan/tuning_db.h"
+
+namespace convplan::python {
+
+struct ContextOptions {
+  std::string db;                        // a path, "off", or "" for the CLI's default path
+  std::optional<std::string> tune;       // heuristic, limited, exhaustive; unset: CONVPLAN_TUNE
+  std::optional<int64_t> workspace_limit;  // bytes; unset: CONVPLAN_WORKSPACE_LIMIT or 4 GiB
+  std::optional<size_t> capacity;        // plans held; unset: the cache's default
+};
+
+class Context {
+ public:
+  // Errors (a database that cannot be opened, a bad mode) are raised as Python exceptions.
+  explicit Context(const ContextOptions& options);
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  // Tunes or clones the problem's plan for (device, this thread) unless it is there;
+  // returns the workspace bytes a launch needs. Raises when the stream is being captured (a
+  // first call must not happen inside CUDA graph capture) or when planning fails.
+  int64_t prepare(const ConvProblem& problem, int device, uintptr_t stream);
+  // Enqueues the convolution on `stream` with the caller's workspace. Returns false, having done
+  // nothing, when the plan is not there yet or needs more workspace than given: call prepare()
+  // and launch again. Raises on failure.
+  bool launch(const ConvProblem& problem, int device, uintptr_t stream, uintptr_t x, uintptr_t w,
+              uintptr_t y, uintptr_t workspace, int64_t workspace_bytes);
+  // prepare + launch with the cache's own workspace arena, for callers holding raw pointers.
+  void run(const ConvProblem& problem, uintptr_t x, uintptr_t w, uintptr_t y, int device,
+           uintptr_t stream);
+
+  CacheStats stats() const { return cache_->stats(); }
+  const std::string& db_path() const { return db_path_; }
+  size_t handle_count() const;
+  const TunePolicy& policy() const { return cache_->default_policy(); }
+
+ private:
+  using HandleKey = std::tuple<int, std::thread::id>;
+  StatusOr<cudnnHandle_t> handle_for(int device, cudaStream_t stream);
+
+  const uint64_t id_;  // unique in the process: the thread-local lookup never meets a stale one
+  std::string db_path_;
+  mutable std::mutex mu_;
+  // Declared before cache_ so that the cache (and its plans) goes first.
+  std::map<HandleKey, CudnnContext> handles_;  // GUARDED_BY(mu_)
+  std::unique_ptr<PlanCache> cache_;
+};
+
+}  // namespace convplan::python
