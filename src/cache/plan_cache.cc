@@ -39,7 +39,9 @@
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
 #include <locale>
+#include <map>
 #include <mutex>
 #include <shared_mutex>
 #include <sstream>
@@ -57,6 +59,16 @@ using cache_detail::PlanKey;
 using cache_detail::PlanKeyEqual;
 using cache_detail::PlanKeyHash;
 using cache_detail::PlanKeyView;
+
+namespace cache_detail {
+// A key tuned in the background (TuneMode::kBackground): the plans made before it finished are
+// provisional, and each handle replaces its own on its next call once `done`.
+struct BackgroundTune {
+  std::atomic<bool> done{false};
+  std::shared_ptr<const TuningRecord> tuned;  // written before done (release); null: it failed
+};
+}  // namespace cache_detail
+using cache_detail::BackgroundTune;
 
 // A cached plan. Defined here; PlanRef only holds a pointer.
 struct PlanRef::Pin {
@@ -77,6 +89,8 @@ struct PlanRef::Pin {
   // (from the map), so under its exclusive lock refs == 1 means "in the map and pinned by none".
   std::atomic<int64_t> refs{1};
   std::atomic<uint64_t> last_used{0};  // the tick of the last acquire
+  // Set before the entry is published, then constant: non-null for a provisional plan.
+  std::shared_ptr<BackgroundTune> pending;
 };
 
 PlanRef::PlanRef(Plan* plan, Pin* pin, std::shared_ptr<void> owner)
@@ -156,7 +170,8 @@ class PlanCache::Impl {
  public:
   Impl(PlanCacheOptions options, size_t capacity, TunePolicy policy)
       : backend_(options.backend),
-        tuner_(options.backend, std::move(options.tuner)),
+        tuner_(options.backend, options.tuner),
+        background_tuner_(options.backend, cancellable(std::move(options.tuner), &stop_background_)),
         database_(std::move(options.database)),
         default_policy_(std::move(policy)),
         default_policy_key_(default_policy_.key()),
@@ -165,11 +180,14 @@ class PlanCache::Impl {
   }
 
   ~Impl() {
+    stop_background_worker();  // first: its tune uses the backend and the records
     // Threads may no longer call in; PlanRefs may still pin entries (they outlive this).
     for (HandleShard& shard : shards_) {
       for (auto& [handle, state] : shard.states) {
         for (auto& [key, entry] : state->plans) entry->unref();
         state->plans.clear();
+        for (Entry* entry : state->retired) entry->unref();
+        state->retired.clear();
         state->arena.reset();
       }
     }
@@ -208,6 +226,10 @@ class PlanCache::Impl {
     DeviceBuffer arena;
     std::vector<std::pair<TunePolicy, uint32_t>> policies;  // explicit policies met -> id
     std::atomic<uint64_t> hits{0};  // written only by the in_use holder; read by stats()
+    // Provisional plans replaced by tuned ones, kept (not destroyed) until the handle is
+    // forgotten or the cache destroyed: work enqueued with them may still be running on the
+    // handle's stream. Owned by the in_use holder.
+    std::vector<Entry*> retired;
     mutable std::shared_mutex mu;
     std::unordered_map<PlanKey, Entry*, PlanKeyHash, PlanKeyEqual> plans;  // GUARDED_BY(mu)
   };
@@ -225,6 +247,18 @@ class PlanCache::Impl {
     State state = State::kPending;                // GUARDED_BY(mu)
     std::shared_ptr<const TuningRecord> record;   // GUARDED_BY(mu); immutable once set
     Status error;                                 // GUARDED_BY(mu)
+    // Background mode: set while `record` is the provisional one (replaced when tuned).
+    std::shared_ptr<BackgroundTune> background;   // GUARDED_BY(mu)
+  };
+
+  // A background tune waiting for (or on) the worker thread.
+  struct BackgroundJob {
+    int ordinal = 0;
+    ConvProblem problem;
+    TunePolicy policy;  // limited mode
+    TuningRecord key_parts;
+    std::string key;
+    std::shared_ptr<BackgroundTune> tune;
   };
 
   // Releases the in_use flag of a claimed handle.
@@ -258,16 +292,45 @@ class PlanCache::Impl {
                   const TunePolicy& policy, DeviceAllocator* allocator, PlanRef* out);
   Status miss(HandleState& state, const ConvProblem& problem, uint32_t policy_id,
               const TunePolicy& policy, DeviceAllocator* allocator, PlanRef* out);
+  // *pending: the background tune when the record is provisional.
   StatusOr<std::shared_ptr<const TuningRecord>> find_or_make_record(
       HandleState& state, const TuningRecord& key_parts, const ConvProblem& problem,
-      const TunePolicy& policy, DeviceAllocator* allocator, std::unique_ptr<Plan>* plan);
+      const TunePolicy& policy, DeviceAllocator* allocator, std::unique_ptr<Plan>* plan,
+      std::shared_ptr<BackgroundTune>* pending);
+  // *job: set (for the caller to enqueue once the slot holds the record) when the record is a
+  // background-mode key's provisional one.
   StatusOr<TuningRecord> load_or_tune(HandleState& state, const TuningRecord& key_parts,
                                       const std::string& key, const ConvProblem& problem,
                                       const TunePolicy& policy, DeviceAllocator* allocator,
-                                      std::unique_ptr<Plan>* plan);
+                                      std::unique_ptr<Plan>* plan,
+                                      std::optional<BackgroundJob>* job);
+  void put_in_database(const TuningRecord& record);
+
+  // ---- Background tuning (TuneMode::kBackground, issue 21) ----
+  // The heuristic's first validated candidate as a provisional record, and the job that tunes
+  // the key in limited mode; kNotSupported when the backend cannot give the worker a handle.
+  StatusOr<TuningRecord> start_background(HandleState& state, const TuningRecord& key_parts,
+                                          const std::string& key, const ConvProblem& problem,
+                                          const TunePolicy& policy, DeviceAllocator* allocator,
+                                          std::optional<BackgroundJob>* job);
+  Status ensure_background_handle(int ordinal);
+  void enqueue_background(BackgroundJob job);
+  void background_loop();
+  void finish_background(BackgroundJob& job, StatusOr<TuningRecord> tuned);
+  void stop_background_worker();
+  // A hit on a provisional entry (pinned by the caller): the tuned plan when it is ready (built
+  // for this handle, replacing the provisional one in the map), else the provisional plan.
+  Status serve_provisional(HandleState& state, Entry* entry, const ConvProblem& problem,
+                           PlanRef* out);
+  Status upgrade(HandleState& state, Entry* old, const ConvProblem& problem, PlanRef* out);
+  static TunerOptions cancellable(TunerOptions options, const std::atomic<bool>* stop) {
+    options.cancelled = [stop] { return stop->load(std::memory_order_relaxed); };
+    return options;
+  }
   StatusOr<std::unique_ptr<Plan>> clone_plan(cudnnHandle_t handle, const ConvProblem& problem,
                                              const TuningRecord& record);
-  Status keep(HandleState& state, PlanKey key, std::unique_ptr<Plan> plan, PlanRef* out);
+  Status keep(HandleState& state, PlanKey key, std::unique_ptr<Plan> plan, PlanRef* out,
+              std::shared_ptr<BackgroundTune> pending = nullptr);
   void drop(HandleState& state, Entry* entry);
   void evict_over_capacity();
   void release_plans(HandleState& state);
@@ -276,6 +339,8 @@ class PlanCache::Impl {
   // Declared first: destroyed last, after every plan and arena of this object.
   const std::shared_ptr<Backend> backend_;
   Tuner tuner_;
+  std::atomic<bool> stop_background_{false};  // read by background_tuner_ between candidates
+  Tuner background_tuner_;
   const std::shared_ptr<TuningDatabase> database_;
   const TunePolicy default_policy_;
   const std::string default_policy_key_;  // computed once
@@ -306,6 +371,17 @@ class PlanCache::Impl {
   std::atomic<int64_t> tune_ns_{0};
   std::atomic<int64_t> clone_ns_{0};
   std::atomic<bool> db_write_failure_reported_{false};
+  std::atomic<uint64_t> provisional_calls_{0};
+  std::atomic<uint64_t> background_tunes_{0};
+
+  std::mutex background_mu_;
+  std::condition_variable background_cv_;
+  std::deque<BackgroundJob> background_jobs_;   // GUARDED_BY(background_mu_)
+  bool background_stopping_ = false;            // GUARDED_BY(background_mu_)
+  // Per device ordinal, the worker's own handle; entries are added (never removed) under
+  // background_mu_ and used by the worker thread alone.
+  std::map<int, std::unique_ptr<OwnedHandle>> background_handles_;
+  std::thread background_thread_;               // started with the first background job
 };
 
 Status PlanCache::Impl::claim(cudnnHandle_t handle, HandleState** out) {
@@ -367,6 +443,7 @@ Status PlanCache::Impl::get_plan(HandleState& state, const ConvProblem& problem,
       entry->last_used.store(tick_.load(std::memory_order_relaxed), std::memory_order_relaxed);
       lock.unlock();
       state.hits.store(state.hits.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+      if (entry->pending != nullptr) return serve_provisional(state, entry, problem, out);
       *out = PlanRef(entry->plan.get(), entry, nullptr);
       return ok_status();
     }
@@ -385,18 +462,21 @@ Status PlanCache::Impl::miss(HandleState& state, const ConvProblem& problem, uin
   key_parts.policy = policy_id == 0 ? default_policy_key_ : policy.key();
   key_parts.convplan_version = convplan_version();
   std::unique_ptr<Plan> plan;
+  std::shared_ptr<BackgroundTune> pending;
   StatusOr<std::shared_ptr<const TuningRecord>> record =
-      find_or_make_record(state, key_parts, problem, policy, allocator, &plan);
+      find_or_make_record(state, key_parts, problem, policy, allocator, &plan, &pending);
   if (!record.ok()) return record.status();
   if (plan == nullptr) {
     CONVPLAN_ASSIGN_OR_RETURN(plan, clone_plan(state.handle, problem, **record));
   }
-  return keep(state, PlanKey{problem, policy_id}, std::move(plan), out);
+  if (pending != nullptr) provisional_calls_.fetch_add(1, std::memory_order_relaxed);
+  return keep(state, PlanKey{problem, policy_id}, std::move(plan), out, std::move(pending));
 }
 
 StatusOr<std::shared_ptr<const TuningRecord>> PlanCache::Impl::find_or_make_record(
     HandleState& state, const TuningRecord& key_parts, const ConvProblem& problem,
-    const TunePolicy& policy, DeviceAllocator* allocator, std::unique_ptr<Plan>* plan) {
+    const TunePolicy& policy, DeviceAllocator* allocator, std::unique_ptr<Plan>* plan,
+    std::shared_ptr<BackgroundTune>* pending) {
   const std::string key = key_parts.key();
   std::shared_ptr<RecordSlot> slot;
   bool leader = false;
@@ -413,13 +493,17 @@ StatusOr<std::shared_ptr<const TuningRecord>> PlanCache::Impl::find_or_make_reco
   if (!leader) {  // tuned already, or being tuned by another thread: wait for it
     std::unique_lock<std::mutex> lock(slot->mu);
     slot->ready.wait(lock, [&] { return slot->state != RecordSlot::State::kPending; });
-    if (slot->state == RecordSlot::State::kReady) return slot->record;
+    if (slot->state == RecordSlot::State::kReady) {
+      *pending = slot->background;
+      return slot->record;
+    }
     return slot->error;  // the waiters share the leader's failure; the next caller tries again
   }
 
   // The leader: load or tune outside every lock but the handle's claim.
+  std::optional<BackgroundJob> job;
   StatusOr<TuningRecord> made =
-      load_or_tune(state, key_parts, key, problem, policy, allocator, plan);
+      load_or_tune(state, key_parts, key, problem, policy, allocator, plan, &job);
   if (!made.ok()) {
     {
       std::lock_guard<std::mutex> lock(records_mu_);
@@ -439,9 +523,14 @@ StatusOr<std::shared_ptr<const TuningRecord>> PlanCache::Impl::find_or_make_reco
     std::lock_guard<std::mutex> lock(slot->mu);
     slot->record = record;
     slot->state = RecordSlot::State::kReady;
+    if (job) slot->background = job->tune;
   }
   slot->ready.notify_all();
   record_count_.fetch_add(1, std::memory_order_relaxed);
+  if (job) {  // after the slot holds the provisional record, which the worker then replaces
+    *pending = job->tune;
+    enqueue_background(std::move(*job));
+  }
 
   if (*plan == nullptr) {
     // Tuned here: this handle's plan is built from the chosen configuration (not a clone).
@@ -462,7 +551,8 @@ StatusOr<TuningRecord> PlanCache::Impl::load_or_tune(HandleState& state,
                                                      const ConvProblem& problem,
                                                      const TunePolicy& policy,
                                                      DeviceAllocator* allocator,
-                                                     std::unique_ptr<Plan>* plan) {
+                                                     std::unique_ptr<Plan>* plan,
+                                                     std::optional<BackgroundJob>* job) {
   if (database_ != nullptr) {
     StatusOr<TuningRecord> stored = database_->find(key);
     if (stored.ok()) {
@@ -483,6 +573,14 @@ StatusOr<TuningRecord> PlanCache::Impl::load_or_tune(HandleState& state,
     }
     // kNotFound, or a damaged row (the database reports and skips it): tune.
   }
+  if (policy.mode == TuneMode::kBackground) {
+    StatusOr<TuningRecord> provisional =
+        start_background(state, key_parts, key, problem, policy, allocator, job);
+    // kNotSupported: no handle for the worker; the key is tuned here (in limited mode).
+    if (provisional.ok() || provisional.status().code() != StatusCode::kNotSupported) {
+      return provisional;
+    }
+  }
 
   tunes_.fetch_add(1, std::memory_order_relaxed);
   const auto start = std::chrono::steady_clock::now();
@@ -498,16 +596,19 @@ StatusOr<TuningRecord> PlanCache::Impl::load_or_tune(HandleState& state,
   record.problem = key_parts.problem;
   record.policy = key_parts.policy;
   record.convplan_version = key_parts.convplan_version;
-  if (database_ != nullptr) {
-    Status put = database_->put(record);
-    if (!put.ok() && !db_write_failure_reported_.exchange(true)) {
-      std::fprintf(stderr,
-                   "convplan: could not write a tuning record to the database (tuning goes on; "
-                   "further write failures are not reported): %s\n",
-                   put.to_string().c_str());
-    }
-  }
+  put_in_database(record);
   return record;
+}
+
+void PlanCache::Impl::put_in_database(const TuningRecord& record) {
+  if (database_ == nullptr) return;
+  Status put = database_->put(record);
+  if (!put.ok() && !db_write_failure_reported_.exchange(true)) {
+    std::fprintf(stderr,
+                 "convplan: could not write a tuning record to the database (tuning goes on; "
+                 "further write failures are not reported): %s\n",
+                 put.to_string().c_str());
+  }
 }
 
 StatusOr<std::unique_ptr<Plan>> PlanCache::Impl::clone_plan(cudnnHandle_t handle,
@@ -537,7 +638,7 @@ StatusOr<std::unique_ptr<Plan>> PlanCache::Impl::clone_plan(cudnnHandle_t handle
 }
 
 Status PlanCache::Impl::keep(HandleState& state, PlanKey key, std::unique_ptr<Plan> plan,
-                             PlanRef* out) {
+                             PlanRef* out, std::shared_ptr<BackgroundTune> pending) {
   if (capacity_.load(std::memory_order_relaxed) == 0) {
     auto holder = std::make_shared<UncachedPlan>(UncachedPlan{backend_, std::move(plan)});
     Plan* raw = holder->plan.get();
@@ -545,6 +646,7 @@ Status PlanCache::Impl::keep(HandleState& state, PlanKey key, std::unique_ptr<Pl
     return ok_status();
   }
   auto* entry = new Entry(backend_, std::move(plan), std::move(key));
+  entry->pending = std::move(pending);
   entry->last_used.store(tick_.fetch_add(1, std::memory_order_relaxed), std::memory_order_relaxed);
   bool inserted;
   {
@@ -654,6 +756,8 @@ void PlanCache::Impl::release_plans(HandleState& state) {
     for (auto& [key, entry] : state.plans) entries.push_back(entry);
     state.plans.clear();
   }
+  for (Entry* entry : state.retired) entry->unref();  // REQUIRES: the handle's in_use held
+  state.retired.clear();
   for (Entry* entry : entries) {
     plan_count_.fetch_sub(1, std::memory_order_relaxed);
     plan_host_bytes_.fetch_sub(entry->host_bytes, std::memory_order_relaxed);
@@ -711,6 +815,179 @@ StatusOr<PlanRef> PlanCache::Impl::acquire(cudnnHandle_t handle, const ConvProbl
   CONVPLAN_RETURN_IF_ERROR(get_plan(*state, problem, policy_id,
                                     policy != nullptr ? *policy : default_policy_, nullptr, &ref));
   return ref;
+}
+
+// ---- Background tuning (TuneMode::kBackground) ----
+//
+// The leader of a background-mode key that is neither cached nor stored runs the heuristic's
+// first candidate through validation (a provisional record, never stored) and hands the full
+// limited-mode tune to one worker thread with a handle (and stream) of its own per device. Each
+// handle's plan of the key carries the BackgroundTune; the handle's own thread, on its next call
+// after the tune is done, builds the tuned plan for its handle and swaps it in (so a plan is never
+// replaced under a call using it, nor built on a foreign handle); the provisional plan is retired
+// with the handle, not destroyed. The worker stores the tuned record in the slot (later misses
+// clone it directly) and in the database.
+
+Status PlanCache::Impl::ensure_background_handle(int ordinal) {
+  std::lock_guard<std::mutex> lock(background_mu_);
+  if (background_stopping_) return Status(StatusCode::kCancelled, "the cache is being destroyed");
+  if (background_handles_.count(ordinal) == 0) {
+    CONVPLAN_ASSIGN_OR_RETURN(std::unique_ptr<OwnedHandle> handle, backend_->create_handle(ordinal));
+    background_handles_.emplace(ordinal, std::move(handle));
+  }
+  if (!background_thread_.joinable()) background_thread_ = std::thread([this] { background_loop(); });
+  return ok_status();
+}
+
+StatusOr<TuningRecord> PlanCache::Impl::start_background(
+    HandleState& state, const TuningRecord& key_parts, const std::string& key,
+    const ConvProblem& problem, const TunePolicy& policy, DeviceAllocator* allocator,
+    std::optional<BackgroundJob>* job) {
+  CONVPLAN_RETURN_IF_ERROR(ensure_background_handle(state.device.ordinal));
+  TunePolicy first = policy;
+  first.mode = TuneMode::kHeuristic;  // validated all the same (policy.validate)
+  const auto start = std::chrono::steady_clock::now();
+  StatusOr<TuningRecord> provisional = tuner_.tune(state.handle, problem, first, allocator);
+  tune_ns_.fetch_add(elapsed_ns(start), std::memory_order_relaxed);
+  if (!provisional.ok()) {
+    failures_.fetch_add(1, std::memory_order_relaxed);
+    return provisional.status();
+  }
+  provisional->device_model = key_parts.device_model;
+  provisional->problem = key_parts.problem;
+  provisional->policy = key_parts.policy;
+  provisional->convplan_version = key_parts.convplan_version;
+  BackgroundJob j;
+  j.ordinal = state.device.ordinal;
+  j.problem = problem;
+  j.policy = policy;
+  j.policy.mode = TuneMode::kLimited;
+  j.key_parts = key_parts;
+  j.key = key;
+  j.tune = std::make_shared<BackgroundTune>();
+  *job = std::move(j);
+  return provisional;
+}
+
+void PlanCache::Impl::enqueue_background(BackgroundJob job) {
+  {
+    std::lock_guard<std::mutex> lock(background_mu_);
+    if (background_stopping_) return;  // the provisional plans stay: the cache is going away
+    background_jobs_.push_back(std::move(job));
+  }
+  background_cv_.notify_one();
+}
+
+void PlanCache::Impl::background_loop() {
+  for (;;) {
+    BackgroundJob job;
+    OwnedHandle* handle = nullptr;
+    {
+      std::unique_lock<std::mutex> lock(background_mu_);
+      background_cv_.wait(lock, [&] { return background_stopping_ || !background_jobs_.empty(); });
+      if (background_stopping_) return;
+      job = std::move(background_jobs_.front());
+      background_jobs_.pop_front();
+      handle = background_handles_.at(job.ordinal).get();
+    }
+    const auto start = std::chrono::steady_clock::now();
+    StatusOr<TuningRecord> tuned = background_tuner_.tune(handle->get(), job.problem, job.policy);
+    tune_ns_.fetch_add(elapsed_ns(start), std::memory_order_relaxed);
+    finish_background(job, std::move(tuned));
+  }
+}
+
+void PlanCache::Impl::finish_background(BackgroundJob& job, StatusOr<TuningRecord> tuned) {
+  if (!tuned.ok()) {
+    if (tuned.status().code() != StatusCode::kCancelled) {
+      failures_.fetch_add(1, std::memory_order_relaxed);
+      std::fprintf(stderr, "convplan: background tuning of %s failed; its provisional plan stays: %s\n",
+                   job.key.c_str(), tuned.status().to_string().c_str());
+    }
+    job.tune->done.store(true, std::memory_order_release);  // tuned stays null
+    return;
+  }
+  TuningRecord record = std::move(tuned).value();
+  record.device_model = job.key_parts.device_model;
+  record.problem = job.key_parts.problem;
+  record.policy = job.key_parts.policy;
+  record.convplan_version = job.key_parts.convplan_version;
+  tunes_.fetch_add(1, std::memory_order_relaxed);
+  background_tunes_.fetch_add(1, std::memory_order_relaxed);
+  put_in_database(record);
+  auto shared = std::make_shared<const TuningRecord>(std::move(record));
+  std::shared_ptr<RecordSlot> slot;
+  {
+    std::lock_guard<std::mutex> lock(records_mu_);
+    auto it = records_.find(job.key);
+    if (it != records_.end()) slot = it->second;
+  }
+  if (slot != nullptr) {  // later misses of the key clone the tuned plan directly
+    std::lock_guard<std::mutex> lock(slot->mu);
+    if (slot->background == job.tune) {
+      slot->record = shared;
+      slot->background = nullptr;
+    }
+  }
+  job.tune->tuned = std::move(shared);
+  job.tune->done.store(true, std::memory_order_release);
+}
+
+void PlanCache::Impl::stop_background_worker() {
+  {
+    std::lock_guard<std::mutex> lock(background_mu_);
+    background_stopping_ = true;
+    background_jobs_.clear();
+  }
+  stop_background_.store(true, std::memory_order_relaxed);  // ends a tune at its next candidate
+  background_cv_.notify_all();
+  if (background_thread_.joinable()) background_thread_.join();
+}
+
+Status PlanCache::Impl::serve_provisional(HandleState& state, Entry* entry,
+                                          const ConvProblem& problem, PlanRef* out) {
+  const BackgroundTune& tune = *entry->pending;
+  if (tune.done.load(std::memory_order_acquire) && tune.tuned != nullptr) {
+    Status upgraded = upgrade(state, entry, problem, out);
+    if (upgraded.ok()) {
+      entry->unref();  // the caller's pin of the provisional entry
+      return ok_status();
+    }
+    // The tuned plan did not build here (counted in failures): the provisional one serves on.
+  }
+  provisional_calls_.fetch_add(1, std::memory_order_relaxed);
+  *out = PlanRef(entry->plan.get(), entry, nullptr);
+  return ok_status();
+}
+
+Status PlanCache::Impl::upgrade(HandleState& state, Entry* old, const ConvProblem& problem,
+                                PlanRef* out) {
+  CONVPLAN_ASSIGN_OR_RETURN(std::unique_ptr<Plan> plan,
+                            clone_plan(state.handle, problem, *old->pending->tuned));
+  auto* fresh = new Entry(backend_, std::move(plan), old->key);
+  fresh->last_used.store(tick_.fetch_add(1, std::memory_order_relaxed), std::memory_order_relaxed);
+  bool replaced = false;
+  {
+    std::lock_guard<std::mutex> removal(removal_mu_);
+    std::unique_lock<std::shared_mutex> lock(state.mu);
+    auto it = state.plans.find(old->key);
+    if (it != state.plans.end() && it->second == old) {
+      it->second = fresh;
+      fresh->refs.store(2, std::memory_order_relaxed);  // the map's and the caller's
+      replaced = true;
+    }
+  }
+  if (!replaced) {  // evicted since the caller pinned it: cached as a new entry
+    PlanKey key = fresh->key;
+    std::unique_ptr<Plan> built = std::move(fresh->plan);
+    delete fresh;
+    return keep(state, std::move(key), std::move(built), out);
+  }
+  plan_host_bytes_.fetch_add(fresh->host_bytes, std::memory_order_relaxed);
+  plan_host_bytes_.fetch_sub(old->host_bytes, std::memory_order_relaxed);
+  state.retired.push_back(old);  // the map's reference, kept with the handle
+  *out = PlanRef(fresh->plan.get(), fresh, nullptr);
+  return ok_status();
 }
 
 void PlanCache::Impl::forget_handle(cudnnHandle_t handle) {
@@ -789,6 +1066,8 @@ CacheStats PlanCache::Impl::stats() const {
   s.plans = plan_count_.load(std::memory_order_relaxed);
   s.records = record_count_.load(std::memory_order_relaxed);
   s.plan_host_bytes = plan_host_bytes_.load(std::memory_order_relaxed);
+  s.provisional_calls = provisional_calls_.load(std::memory_order_relaxed);
+  s.background_tunes = background_tunes_.load(std::memory_order_relaxed);
   return s;
 }
 
@@ -798,7 +1077,8 @@ std::string CacheStats::to_string() const {
   out << "hits=" << hits << " misses=" << misses << " tunes=" << tunes << " clones=" << clones
       << " json_clones=" << json_clones << " db_hits=" << db_hits << " evictions=" << evictions
       << " failures=" << failures << " tune_ms=" << tune_ms << " clone_ms=" << clone_ms
-      << " plans=" << plans << " records=" << records << " plan_host_bytes=" << plan_host_bytes;
+      << " plans=" << plans << " records=" << records << " plan_host_bytes=" << plan_host_bytes
+      << " provisional_calls=" << provisional_calls << " background_tunes=" << background_tunes;
   return out.str();
 }
 

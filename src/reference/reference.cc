@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "convplan/reference.h"
+#include "core/hashed_values.h"
 
 namespace convplan {
 namespace {
@@ -298,15 +299,18 @@ bool unravel(const TensorShape& s, int64_t off, int64_t* idx) {
 
 }  // namespace
 
-Status reference_convolution_at(const ConvProblem& p, const void* x, const void* w, const void* y,
-                                const std::vector<int64_t>& offsets, std::vector<double>& out) {
+namespace {
+
+// The sampled reference over any source of input values: lx(offset), lw(offset) and ly(offset)
+// give the element at that offset of x, w and y (the output's old value, read only for beta).
+template <typename LX, typename LW, typename LY>
+Status reference_at(const ConvProblem& p, LX lx, LW lw, LY ly, const std::vector<int64_t>& offsets,
+                    std::vector<double>& out) {
   CONVPLAN_RETURN_IF_ERROR(p.validate());
   const TensorShape xs = p.x_shape(), ws = p.w_shape(), ys = p.y_shape();
   const Indexer xi = indexer(xs), wi = indexer(ws), yi = indexer(ys);
-  const DataType t = p.data_type;
   const char which = p.output_tensor();
   const TensorShape& os = which == 'x' ? xs : which == 'w' ? ws : ys;
-  const void* old_base = which == 'x' ? x : which == 'w' ? w : y;
   const int64_t cg = p.c / p.groups, kg = p.k / p.groups;
   const SpatialDims o = p.output();
   const int sd = p.spatial_dims;
@@ -338,7 +342,7 @@ Status reference_convolution_at(const ConvProblem& p, const void* x, const void*
             }
             if (!inside) continue;
             for (int64_t cc = 0; cc < cg; ++cc)
-              acc += load(t, x, xi(n, g * cg + cc, i)) * load(t, w, wi(kc, cc, f));
+              acc += lx(xi(n, g * cg + cc, i)) * lw(wi(kc, cc, f));
           }
     } else if (which == 'x') {  // dx[n, c, i] = sum over f, kk with o*s = i+p-f*d
       const int64_t n = idx[0], ch = idx[1], g = ch / cg, cc = ch % cg;
@@ -358,7 +362,7 @@ Status reference_convolution_at(const ConvProblem& p, const void* x, const void*
             if (!inside) continue;
             for (int64_t kk = 0; kk < kg; ++kk) {
               const int64_t kc = g * kg + kk;
-              acc += load(t, y, yi(n, kc, q)) * load(t, w, wi(kc, cc, f));
+              acc += ly(yi(n, kc, q)) * lw(wi(kc, cc, f));
             }
           }
     } else {  // dw[kc, cc, f] = sum over n, o of x[n, g*cg+cc, o*s-p+f*d] dy[n, kc, o]
@@ -374,13 +378,38 @@ Status reference_convolution_at(const ConvProblem& p, const void* x, const void*
                 inside = inside && i[d] >= 0 && i[d] < id[d];
               }
               if (!inside) continue;
-              acc += load(t, x, xi(n, g * cg + cc, i)) * load(t, y, yi(n, kc, q));
+              acc += lx(xi(n, g * cg + cc, i)) * ly(yi(n, kc, q));
             }
     }
-    const double old = p.beta != 0.0 ? p.beta * load(t, old_base, offsets[e]) : 0.0;
+    const int64_t at = offsets[e];
+    const double old =
+        p.beta != 0.0 ? p.beta * (which == 'x' ? lx(at) : which == 'w' ? lw(at) : ly(at)) : 0.0;
     out[e] = p.alpha * acc + old;
   }
   return ok_status();
+}
+
+}  // namespace
+
+Status reference_convolution_at(const ConvProblem& p, const void* x, const void* w, const void* y,
+                                const std::vector<int64_t>& offsets, std::vector<double>& out) {
+  const DataType t = p.data_type;
+  return reference_at(
+      p, [&](int64_t off) { return load(t, x, off); }, [&](int64_t off) { return load(t, w, off); },
+      [&](int64_t off) { return load(t, y, off); }, offsets, out);
+}
+
+double hashed_input_value(uint64_t seed, int64_t offset) {
+  return detail::hashed_value(seed, offset);
+}
+
+Status reference_convolution_at_hashed(const ConvProblem& p, const HashedInputs& seeds,
+                                       const std::vector<int64_t>& offsets,
+                                       std::vector<double>& out) {
+  auto from = [](uint64_t seed) {
+    return [seed](int64_t off) { return detail::hashed_value(seed, off); };
+  };
+  return reference_at(p, from(seeds.x), from(seeds.w), from(seeds.y), offsets, out);
 }
 
 }  // namespace convplan
