@@ -325,7 +325,7 @@ int bench_command(const GlobalOptions& global, const BenchOptions& o) {
       r.measured = std::move(m);
       if (o.verify) {
         CONVPLAN_ASSIGN_OR_RETURN(Verification v,
-                                  verify(session, p, *tensors, r.measured->notes, 2 + i));
+                                  verify(session, p));
         r.verification = v;
         if (!v.passed) verify_failed = true;
       }

@@ -55,7 +55,7 @@ int run_command(const GlobalOptions& global, const RunOptions& o) {
 
   std::optional<Verification> verification;
   if (o.verify) {
-    StatusOr<Verification> v = verify(session, problem, *tensors, m.notes, 2);
+    StatusOr<Verification> v = verify(session, problem);
     if (!v.ok()) return fail(exit_code_for(v.status()), "verification: " + v.status().to_string());
     verification = *v;
   }
@@ -101,7 +101,8 @@ int run_command(const GlobalOptions& global, const RunOptions& o) {
     out << "verify     " << (verification->passed ? "passed" : "FAILED") << ": relative error "
         << sci(verification->relative_error) << (verification->passed ? " <= " : " > ")
         << sci(verification->tolerance) << " over " << verification->elements_checked
-        << (verification->full ? " elements (all)" : " sampled elements") << "\n";
+        << (verification->full ? " elements (all)" : " sampled elements")
+        << (verification->failure.empty() ? "" : " (" + verification->failure + ")") << "\n";
   }
   out << "cache      " << session.cache().stats().to_string() << "\n";
   // The report goes to standard error when the JSON goes to standard output.

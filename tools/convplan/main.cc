@@ -53,7 +53,7 @@ const CLI::Validator kLayout = status_validator(
     "nchw|nhwc");
 const CLI::Validator kTuneMode =
     status_validator([](const std::string& s) { return parse_tune_mode(s).status(); },
-                     "heuristic|limited|exhaustive");
+                     "heuristic|limited|exhaustive|background");
 
 void add_problem_flags(CLI::App* cmd, ProblemFlags& f, int64_t& batch, CLI::Option*& batch_opt,
                        bool with_batch) {
