@@ -180,6 +180,8 @@ TEST(PlanCacheBackground, DestroyingTheCacheDuringABackgroundTuneIsPromptAndLeak
   auto cache = background_cache(backend, db);
   ASSERT_TRUE(cache);
   for (int i = 0; i < 4; ++i) EXPECT_EQ(engine_of(*cache, 0, small_problem(i)), 0);
+  // A tune is under way (in its timed runs), three more wait in the queue.
+  ASSERT_TRUE(wait_for([&] { return backend->timings.load() >= 1; }));
   const auto start = Clock::now();
   cache.reset();  // four tunes of about 0.3 s each were queued or running
   EXPECT_LT(std::chrono::duration<double>(Clock::now() - start).count(), 1.0);
