@@ -912,8 +912,6 @@ void PlanCache::Impl::finish_background(BackgroundJob& job, StatusOr<TuningRecor
   record.problem = job.key_parts.problem;
   record.policy = job.key_parts.policy;
   record.convplan_version = job.key_parts.convplan_version;
-  tunes_.fetch_add(1, std::memory_order_relaxed);
-  background_tunes_.fetch_add(1, std::memory_order_relaxed);
   put_in_database(record);
   auto shared = std::make_shared<const TuningRecord>(std::move(record));
   std::shared_ptr<RecordSlot> slot;
@@ -931,6 +929,9 @@ void PlanCache::Impl::finish_background(BackgroundJob& job, StatusOr<TuningRecor
   }
   job.tune->tuned = std::move(shared);
   job.tune->done.store(true, std::memory_order_release);
+  // Counted last: whoever sees the count sees the record stored and the tuned plan ready.
+  tunes_.fetch_add(1, std::memory_order_relaxed);
+  background_tunes_.fetch_add(1, std::memory_order_release);
 }
 
 void PlanCache::Impl::stop_background_worker() {
@@ -1067,7 +1068,7 @@ CacheStats PlanCache::Impl::stats() const {
   s.records = record_count_.load(std::memory_order_relaxed);
   s.plan_host_bytes = plan_host_bytes_.load(std::memory_order_relaxed);
   s.provisional_calls = provisional_calls_.load(std::memory_order_relaxed);
-  s.background_tunes = background_tunes_.load(std::memory_order_relaxed);
+  s.background_tunes = background_tunes_.load(std::memory_order_acquire);
   return s;
 }
 
