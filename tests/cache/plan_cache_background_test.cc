@@ -125,7 +125,7 @@ TEST(PlanCacheBackground, ProvisionalPlanAtOnceThenTheTunedPlanPerHandle) {
   gate->open();
   ASSERT_TRUE(wait_for([&] { return cache->stats().background_tunes == 1; }));
   // Each handle moves to the tuned plan on its own next call; a new handle clones it directly.
-  EXPECT_EQ(engine_of(*cache, 1, p), 1);
+  EXPECT_EQ(engine_of(*cache, 1, p), 1) << cache->stats().to_string();
   EXPECT_EQ(engine_of(*cache, 2, p), 1);
   // Handle 0's provisional plan is still pinned by `held`: it stays valid and runs correctly
   // while the handle's next call gets the tuned plan.
