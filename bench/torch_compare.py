@@ -18,6 +18,15 @@ whole JSON. Run on the GPU machine from the repository root:
 
 convplan runs with PyTorch's cuDNN (nvidia/cudnn/lib of the torch wheel put first on
 LD_LIBRARY_PATH) so that both sides use the same cuDNN. A benchmark: it asserts nothing.
+
+Tuning cost (issue 21): `--sweep` runs the three directions at batch 32 and 256 (or
+`--sweep-batches`), each in a process of its own with a fresh convplan database (cold tuning;
+the device rates are carried over from the first run so that they are not counted again), and
+prints convplan's tuning time against PyTorch's first calls, convplan's set-up and its time to
+the first result (from the command's start), per run:
+
+    python3 bench/torch_compare.py --suite resnet50 --dtype bf16 --layout nhwc --sweep
+    python3 bench/torch_compare.py --suite resnet50 --sweep --tune background   # once it exists
 """
 
 import argparse
@@ -45,7 +54,11 @@ def parse_args(argv):
     p.add_argument("--dtype", default="bf16", choices=["f32", "f16", "bf16", "f64"])
     p.add_argument("--layout", default="nhwc", choices=["nchw", "nhwc"])
     p.add_argument("--dir", default="fwd", choices=["fwd", "bwd_data", "bwd_filter"])
-    p.add_argument("--tune", default=None, choices=["heuristic", "limited", "exhaustive"],
+    p.add_argument("--sweep", action="store_true",
+                   help="every direction at each --sweep-batches, one process each; a summary")
+    p.add_argument("--sweep-batches", default="32,256")
+    p.add_argument("--tune", default=None,
+                   choices=["heuristic", "limited", "exhaustive", "background"],
                    help="convplan's tuning mode (default: its own)")
     p.add_argument("--iters", type=int, default=20, help="timed runs per layer, both sides")
     p.add_argument("--warmup", type=int, default=3, help="untimed runs before them, both sides")
@@ -216,8 +229,86 @@ def results_path(results_dir, suite_name, args, batch):
     return path
 
 
+def sweep(argv, args):
+    """Each (direction, batch) in a child process of this script; a summary of tuning cost."""
+    child_argv = []
+    skip = False
+    for a in argv:  # the child gets the same arguments, less the sweep's own and --dir/--batch/--db
+        if skip:
+            skip = False
+            continue
+        if a in ("--sweep",):
+            continue
+        if a in ("--sweep-batches", "--dir", "--batch", "--db"):
+            skip = True
+            continue
+        if a.split("=")[0] in ("--sweep-batches", "--dir", "--batch", "--db"):
+            continue
+        child_argv.append(a)
+    summary = []
+    with tempfile.TemporaryDirectory() as tmp:
+        rates_db = None
+        for batch in [int(b) for b in args.sweep_batches.split(",") if b]:
+            for direction in ("fwd", "bwd_data", "bwd_filter"):
+                db = os.path.join(tmp, f"{direction}-b{batch}.db")
+                if rates_db:  # device rates kept by the first run: set-up not measured again
+                    shutil.copyfile(rates_db, db)
+                    import sqlite3
+                    with sqlite3.connect(db) as con:
+                        con.execute("DELETE FROM records")
+                out = os.path.join(tmp, f"{direction}-b{batch}.out")
+                cmd = [sys.executable, os.path.abspath(__file__)] + child_argv + [
+                    "--dir", direction, "--batch", str(batch), "--db", db]
+                print("torch_compare: sweep: " + " ".join(cmd), file=sys.stderr, flush=True)
+                with open(out, "w") as f:
+                    rc = subprocess.call(cmd, stdout=f)
+                with open(out) as f:
+                    text = f.read()
+                print(text)
+                written = [l.split(" ", 1)[1] for l in text.splitlines() if l.startswith("wrote ")]
+                if rc != 0 or not written:
+                    summary.append({"dir": direction, "batch": batch, "error": f"exit {rc}"})
+                    continue
+                rates_db = rates_db or db
+                with open(written[-1]) as f:
+                    doc = json.load(f)
+                t, cp = doc["totals"], doc["convplan"]
+                summary.append({
+                    "dir": direction, "batch": batch, "file": written[-1],
+                    "torch_first_call_s": t["torch_first_call_ms"] / 1e3,
+                    "convplan_tuning_s": t["convplan_tuning_ms"] / 1e3,
+                    "tuning_ratio": t["convplan_tuning_ms"] / t["torch_first_call_ms"]
+                    if t["torch_first_call_ms"] else None,
+                    "convplan_setup_ms": cp.get("setup_ms"),
+                    "convplan_first_result_ms": cp.get("first_result_ms"),
+                    "speed_ratio_torch_over_convplan": t["ratio_torch_over_convplan"],
+                })
+    table = [[r["dir"], str(r["batch"]), fmt(r.get("torch_first_call_s"), 2),
+              fmt(r.get("convplan_tuning_s"), 2), fmt(r.get("tuning_ratio"), 2),
+              fmt(r.get("convplan_setup_ms"), 0), fmt(r.get("convplan_first_result_ms"), 0),
+              fmt(r.get("speed_ratio_torch_over_convplan"), 2), r.get("error", "")]
+             for r in summary]
+    print(f"\ntuning cost, {args.suite or 'resnet50'} {args.dtype} {args.layout}, convplan "
+          f"--tune {args.tune or '(default)'}; tuning ratio = convplan tuning / PyTorch first calls "
+          "(goal <= 1.0); speed ratio > 1: convplan's plans are faster")
+    print_table(table, ["dir", "batch", "torch 1st s", "cp tune s", "tune ratio", "cp setup ms",
+                        "cp 1st result ms", "speed ratio", ""],
+                [False, True, True, True, True, True, True, True, False])
+    os.makedirs(args.results_dir, exist_ok=True)
+    date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
+    out = os.path.join(args.results_dir, f"{date}-{args.suite or 'resnet50'}-{args.dtype}-"
+                       f"{args.layout}-tuning-sweep-{args.tune or 'default'}.json")
+    with open(out, "w") as f:
+        json.dump({"format": "convplan-tuning-sweep", "version": 1, "rows": summary}, f, indent=2)
+        f.write("\n")
+    print(f"\nwrote {out}")
+    return 0
+
+
 def main(argv):
     args = parse_args(argv)
+    if args.sweep:
+        return sweep(argv, args)
     suite_file = args.file or os.path.join(REPO, "suites", (args.suite or "resnet50") + ".txt")
     if not os.path.isfile(suite_file):
         sys.exit(f"torch_compare: no suite file {suite_file}")

@@ -126,6 +126,14 @@ struct CONVPLAN_EXPORT Candidate {
   int rank = 0;  // position in the source's order, 0 = the source's first choice
 };
 
+// A handle with a stream of its own, owned: destroying it destroys both. For work that must not
+// use a caller's handle (the cache's background tuning). Not thread-safe: one user at a time.
+class CONVPLAN_EXPORT OwnedHandle {
+ public:
+  virtual ~OwnedHandle() = default;
+  virtual cudnnHandle_t get() const = 0;
+};
+
 class CONVPLAN_EXPORT Backend {
  public:
   virtual ~Backend() = default;
@@ -133,6 +141,9 @@ class CONVPLAN_EXPORT Backend {
 
   // The device `handle` runs on (its stream's device).
   virtual StatusOr<DeviceInfo> device_of(cudnnHandle_t handle) = 0;
+  // A new handle with a stream of its own on device `ordinal` (DeviceInfo::ordinal). Default:
+  // kNotSupported (then the cache tunes background-mode keys in the foreground).
+  virtual StatusOr<std::unique_ptr<OwnedHandle>> create_handle(int ordinal);
 
   // Engine configurations for the problem, best first as the source orders them. Configs that
   // cannot support the problem are left out; an empty list is ok.
@@ -168,6 +179,12 @@ class CONVPLAN_EXPORT Backend {
                                         const TensorShape& shape, int64_t elem_bytes,
                                         bool scan_poison, const std::vector<int64_t>& offsets,
                                         void* dst);
+  // The tuner's input data: writes hashed_input_value(seed, i) (reference.h) as `type` for every
+  // i in [0, elements) at dst, on `handle`'s stream; completes before it returns. The default
+  // makes the values on the host (split across threads) and copies them; the cuDNN backend runs
+  // a kernel, so no host copy of a tensor is needed.
+  virtual Status fill_hashed(cudnnHandle_t handle, void* dst, DataType type, int64_t elements,
+                             uint64_t seed);
   // Runs plan.execute `warmup` times, then `runs` times, each timed with device events on the
   // handle's stream; returns the milliseconds of each timed run. With flush_l2 the L2 cache is
   // flushed before each timed run (its time is not counted). Stops early, returning the times so

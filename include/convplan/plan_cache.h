@@ -9,6 +9,14 @@
 // hit. Plans are evicted least-recently-used beyond the capacity, never while pinned by a PlanRef;
 // records are kept. Failures are never cached.
 //
+// Background mode (TuneMode::kBackground): a miss that must tune gets the heuristic's first
+// candidate that passes validation at once (provisional), while a thread of the cache tunes the
+// key in limited mode on a handle and stream of its own. Each handle's next call after that takes
+// the tuned plan (built for that handle by its own thread: never swapped under a running call,
+// never built on a foreign handle); replaced plans live on until their handle is forgotten. The
+// database gets the tuned record only. Destroying the cache cancels a background tune at its next
+// candidate and waits for it; destroy the cache before the process exits (a static one is).
+//
 // Thread-safe. Each handle is used by one thread at a time (as cuDNN requires); a handle used
 // from two threads at once is reported as an error (kInvalidArgument naming the handle) in
 // every build: the check is one atomic exchange on the hit path.
@@ -39,6 +47,8 @@ struct CONVPLAN_EXPORT CacheStats {
   uint64_t db_hits = 0;      // records found in the database instead of tuning
   uint64_t evictions = 0;
   uint64_t failures = 0;     // failed tunes, builds and executions
+  uint64_t provisional_calls = 0;  // background mode: calls served by a provisional plan
+  uint64_t background_tunes = 0;   // background mode: tunes finished on the cache's thread
   double tune_ms = 0;        // wall time spent tuning
   double clone_ms = 0;       // wall time spent cloning
   size_t plans = 0;          // plans held now
@@ -69,6 +79,7 @@ enum class AcquireOutcome {
   kDatabaseHit,  // the record came from the database; the plan was built from it
   kTuned,        // this call tuned the problem
   kWaited,       // another call was loading or tuning it; this one waited, then built its plan
+  kProvisional,  // background mode: a provisional plan while the key is tuned in the background
 };
 CONVPLAN_EXPORT const char* to_string(AcquireOutcome outcome);  // "hit", "clone", "json_clone", "database", ...
 

@@ -56,6 +56,21 @@ Status reference_convolution_at(const ConvProblem& problem, const void* x, const
                                 const void* y, PostOpTensors post,
                                 const std::vector<int64_t>& offsets, std::vector<double>& out);
 
+// The tuner's input data (the same on the host and on the device): the value of the element at
+// `offset` (in elements) of a tensor filled from `seed`, a multiple of 1/128 in [-1, 1], exact in
+// every floating data type. Backend::fill_hashed writes a tensor of these.
+double hashed_input_value(uint64_t seed, int64_t offset);
+// The seeds of three tensors filled with hashed_input_value.
+struct HashedInputs {
+  uint64_t x = 0, w = 0, y = 0;
+};
+// reference_convolution_at over tensors filled from seeds instead of host buffers: the values
+// it reads are computed, so no host copy of the inputs is needed. The output tensor's seed gives
+// its old values (read only when beta != 0). The values are those of the problem's data type
+// (every hashed value is exact in every floating type).
+Status reference_convolution_at_hashed(const ConvProblem& problem, const HashedInputs& seeds,
+                                       const std::vector<int64_t>& offsets,
+                                       std::vector<double>& out);
 // Conversions between doubles and the problem's data type in host memory (fp16 and bf16 with
 // round-to-nearest-even), for filling device buffers and reading them back.
 CONVPLAN_EXPORT void to_data_type(DataType t, const double* src, void* dst, int64_t count);

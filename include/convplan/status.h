@@ -28,6 +28,7 @@ enum class StatusCode {
   kNoDevice,         // no usable GPU on this machine
   kIoError,          // a file could not be read or written
   kInternal,         // a bug in convplan
+  kCancelled,        // stopped on request (a background tune when its cache is destroyed)
 };
 
 CONVPLAN_EXPORT const char* status_code_name(StatusCode code);

@@ -24,8 +24,12 @@ enum class TuneMode {
   kHeuristic,   // the first candidate that passes the filters; no timing
   kLimited,     // time the heuristics' candidates within the workspace limit (the default)
   kExhaustive,  // every engine index and its knob combinations, within budget_ms
+  // For servers (PlanCache): the first call of a key gets the heuristic's first candidate that
+  // passes validation at once, while the key is tuned in limited mode on a thread and handle of
+  // the cache's own; later calls get the tuned plan. Its records are limited mode's (same key).
+  kBackground,
 };
-CONVPLAN_EXPORT const char* to_string(TuneMode m);  // "heuristic", "limited", "exhaustive"
+CONVPLAN_EXPORT const char* to_string(TuneMode m);  // "heuristic", "limited", "exhaustive", "background"
 CONVPLAN_EXPORT StatusOr<TuneMode> parse_tune_mode(std::string_view s);
 
 // One disabled engine: every configuration of engine_id, or only those whose knobs include all

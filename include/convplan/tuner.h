@@ -1,13 +1,17 @@
 // Tuner: chooses an engine configuration for a problem on a device under a TunePolicy, by
-// heuristics, by timing candidates, and by checking each timed candidate's output against a
-// trusted reference. It returns a TuningRecord; it caches nothing (the PlanCache does).
+// heuristics, by timing candidates, and by checking the finalists' outputs against a trusted
+// reference in order of speed until one passes (the configuration it returns was always
+// checked; losers on time need not be). It returns a TuningRecord; it caches nothing (the
+// PlanCache does).
 //
 // Thread-safe: several threads may tune different problems at once. Tuning uses the GPU of the
 // handle it is given, and the handle's stream.
 #pragma once
 
 #include <functional>
+#include <cstdint>
 #include <memory>
+#include <string>
 
 #include "convplan/backend.h"
 #include "convplan/export.h"
@@ -24,6 +28,24 @@ struct CONVPLAN_EXPORT TunerOptions {
   // A test hook: called after a candidate ran during validation, with the device pointer of the
   // output tensor and its size in bytes, so that a test can make one engine "compute" garbage.
   std::function<void(const EngineConfig&, void* output, size_t bytes)> after_candidate_run;
+  // The problem's roofline floor in ms on the tuning device (its bytes / the copy rate, its
+  // flops / the matrix rate), or <= 0 when unknown; null: unknown. Limited mode skips candidates
+  // compiled at run time when the best precompiled one is within 1.25x of it (and always when
+  // that one takes under 0.1 ms); they are still tried when no precompiled one passes.
+  std::function<double(const ConvProblem&)> roofline_floor_ms;
+  // Asked between candidates; true ends the tune with kCancelled (the cache's background tuner
+  // when the cache is destroyed). Null: never.
+  std::function<bool()> cancelled;
+};
+
+// What one check of a plan's output found (Tuner::check).
+struct OutputCheck {
+  bool passed = false;
+  double relative_error = -1;  // vs the float64 reference; -1 when the plan did not get that far
+  double tolerance = -1;       // relative_error_tolerance(problem, the plan's notes)
+  int64_t elements_checked = 0;
+  bool full = false;           // every output element was compared (else a random sample)
+  std::string failure;         // why it did not pass, as a rejected candidate's outcome
 };
 
 class CONVPLAN_EXPORT Tuner {
@@ -35,6 +57,16 @@ class CONVPLAN_EXPORT Tuner {
   // candidate when none survives, even after cuDNN's fallback list.
   StatusOr<TuningRecord> tune(cudnnHandle_t handle, const ConvProblem& problem,
                               const TunePolicy& policy, DeviceAllocator* allocator = nullptr);
+
+  // Checks `plan` exactly as tune() checks each finalist: one run on the tuner's own scratch
+  // buffers (fresh random inputs, the output poisoned, guard bytes around every buffer and the
+  // workspace), and its output compared with the float64 reference over every element or a
+  // random sample (large problems), on the device where the backend can, against
+  // relative_error_tolerance. The caller's tensors are not touched. A plan that fails the check
+  // is an ok StatusOr with passed == false; an error Status means the check could not run.
+  // REQUIRES: plan was built for `problem` on `handle` (else kWrongHandle / a wrong answer).
+  StatusOr<OutputCheck> check(cudnnHandle_t handle, const ConvProblem& problem, Plan& plan,
+                              DeviceAllocator* allocator = nullptr);
 
  private:
   std::shared_ptr<Backend> backend_;

@@ -39,6 +39,17 @@ struct CONVPLAN_EXPORT PruneFilter {
   std::optional<int64_t> cudnn_version;    // records tuned under this cuDNN version
 };
 
+// A measured property of a device model, kept so that it is measured once per device rather
+// than on every start (the roofline peaks of `convplan run` and `bench`: issue 21's set-up goal).
+struct CONVPLAN_EXPORT DeviceRate {
+  std::string device_model;  // DeviceInfo::model_key()
+  std::string name;          // e.g. "copy_gbps", "matrix_tflops:bf16:tc"
+  double value = 0;
+  std::string source;        // how it was measured
+  int64_t measured_at_unix = 0;
+  bool operator==(const DeviceRate&) const = default;
+};
+
 class CONVPLAN_EXPORT TuningDatabase {
  public:
   // The default path: $CONVPLAN_DB, else $XDG_CACHE_HOME/convplan/tuning.db, else
@@ -94,6 +105,12 @@ class CONVPLAN_EXPORT TuningDatabase {
   virtual StatusOr<int64_t> import_json(std::string_view json, bool keep_existing) = 0;
   // Bad rows met so far by find() and list(), and bad records skipped by import_json().
   virtual int64_t skipped_records() const = 0;
+  // Device rates live in a table of their own (device_rates), created by the first put; records,
+  // export and import do not see them. find: kNotFound when none is stored under (model, name).
+  // put inserts or replaces. The base class stores nothing (kNotSupported).
+  virtual StatusOr<DeviceRate> find_device_rate(const std::string& device_model,
+                                                const std::string& name);
+  virtual Status put_device_rate(const DeviceRate& rate);
 };
 
 }  // namespace convplan

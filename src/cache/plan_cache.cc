@@ -40,7 +40,9 @@
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
 #include <locale>
+#include <map>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -61,6 +63,16 @@ using cache_detail::PlanKeyHash;
 using cache_detail::PlanKeyView;
 using cache_detail::FlightOutcome;
 
+namespace cache_detail {
+// A key tuned in the background (TuneMode::kBackground): the plans made before it finished are
+// provisional, and each handle replaces its own on its next call once `done`.
+struct BackgroundTune {
+  std::atomic<bool> done{false};
+  std::shared_ptr<const TuningRecord> tuned;  // written before done (release); null: it failed
+};
+}  // namespace cache_detail
+using cache_detail::BackgroundTune;
+
 // A cached plan. Defined here; PlanRef only holds a pointer.
 struct PlanRef::Pin {
   Pin(std::shared_ptr<Backend> backend_in, std::unique_ptr<Plan> plan_in, PlanKey key_in)
@@ -80,6 +92,8 @@ struct PlanRef::Pin {
   // (from the map), so under its exclusive lock refs == 1 means "in the map and pinned by none".
   std::atomic<int64_t> refs{1};
   std::atomic<uint64_t> last_used{0};  // the tick of the last acquire
+  // Set before the entry is published, then constant: non-null for a provisional plan.
+  std::shared_ptr<BackgroundTune> pending;
 };
 
 PlanRef::PlanRef(Plan* plan, Pin* pin, std::shared_ptr<void> owner)
@@ -159,7 +173,8 @@ class PlanCache::Impl {
  public:
   Impl(PlanCacheOptions options, size_t capacity, TunePolicy policy)
       : backend_(options.backend),
-        tuner_(options.backend, std::move(options.tuner)),
+        tuner_(options.backend, options.tuner),
+        background_tuner_(options.backend, cancellable(std::move(options.tuner), &stop_background_)),
         database_(std::move(options.database)),
         default_policy_(std::move(policy)),
         default_policy_key_(default_policy_.key()),
@@ -169,6 +184,7 @@ class PlanCache::Impl {
   }
 
   ~Impl() {
+    stop_background_worker();  // first: its tune uses the backend and the records
     // Threads may no longer call in; PlanRefs may still pin entries (they outlive this).
     for (HandleShard& shard : shards_) {
       WriterLock shard_lock(shard.mu);  // uncontended: for the analysis
@@ -176,6 +192,8 @@ class PlanCache::Impl {
         WriterLock lock(state->mu);
         for (auto& [key, entry] : state->plans) entry->unref();
         state->plans.clear();
+        for (Entry* entry : state->retired) entry->unref();
+        state->retired.clear();
         state->arena.reset();
       }
     }
@@ -214,6 +232,10 @@ class PlanCache::Impl {
     DeviceBuffer arena;
     std::vector<std::pair<TunePolicy, uint32_t>> policies;  // explicit policies met -> id
     std::atomic<uint64_t> hits{0};  // written only by the in_use holder; read by stats()
+    // Provisional plans replaced by tuned ones, kept (not destroyed) until the handle is
+    // forgotten or the cache destroyed: work enqueued with them may still be running on the
+    // handle's stream. Owned by the in_use holder.
+    std::vector<Entry*> retired;
     mutable SharedMutex mu;
     std::unordered_map<PlanKey, Entry*, PlanKeyHash, PlanKeyEqual> plans GUARDED_BY(mu);
   };
@@ -221,6 +243,16 @@ class PlanCache::Impl {
   struct alignas(64) HandleShard {
     mutable SharedMutex mu;
     std::unordered_map<cudnnHandle_t, std::shared_ptr<HandleState>> states GUARDED_BY(mu);
+  };
+
+  // A background tune waiting for (or on) the worker thread.
+  struct BackgroundJob {
+    int ordinal = 0;
+    ConvProblem problem;
+    TunePolicy policy;  // limited mode
+    RecordKey key;
+    std::string key_text;
+    std::shared_ptr<BackgroundTune> tune;
   };
 
   // Releases the in_use flag of a claimed handle.
@@ -256,17 +288,48 @@ class PlanCache::Impl {
   Status miss(HandleState& state, const ConvProblem& problem, uint32_t policy_id,
               const TunePolicy& policy, DeviceAllocator* allocator, PlanRef* out,
               AcquireOutcome* outcome);
+  // *pending: the background tune when the record is provisional.
   StatusOr<std::shared_ptr<const TuningRecord>> find_or_make_record(
       HandleState& state, const RecordKey& key, const ConvProblem& problem,
       const TunePolicy& policy, DeviceAllocator* allocator, std::unique_ptr<Plan>* plan,
-      AcquireOutcome* outcome);
+      AcquireOutcome* outcome, std::shared_ptr<BackgroundTune>* pending);
+  // *job: set (for the caller to enqueue once the record is published) when the record is a
+  // background-mode key's provisional one.
   StatusOr<TuningRecord> load_or_tune(HandleState& state, const RecordKey& key,
-                                      const std::string& key_text, const TunePolicy& policy,
-                                      DeviceAllocator* allocator, std::unique_ptr<Plan>* plan,
-                                      AcquireOutcome* outcome);
+                                      const std::string& key_text, const ConvProblem& problem,
+                                      const TunePolicy& policy, DeviceAllocator* allocator,
+                                      std::unique_ptr<Plan>* plan, AcquireOutcome* outcome,
+                                      std::optional<BackgroundJob>* job);
+  void put_in_database(const TuningRecord& record);
+  // The background tune of a key whose record is provisional; null otherwise.
+  std::shared_ptr<BackgroundTune> pending_tune(const std::string& key_text) const
+      EXCLUDES(pending_mu_);
+
+  // ---- Background tuning (TuneMode::kBackground, issue 21) ----
+  // The heuristic's first validated candidate as a provisional record, and the job that tunes
+  // the key in limited mode; kNotSupported when the backend cannot give the worker a handle.
+  StatusOr<TuningRecord> start_background(HandleState& state, const RecordKey& key,
+                                          const std::string& key_text, const ConvProblem& problem,
+                                          const TunePolicy& policy, DeviceAllocator* allocator,
+                                          std::optional<BackgroundJob>* job);
+  Status ensure_background_handle(int ordinal);
+  void enqueue_background(BackgroundJob job);
+  void background_loop();
+  void finish_background(BackgroundJob& job, StatusOr<TuningRecord> tuned);
+  void stop_background_worker();
+  // A hit on a provisional entry (pinned by the caller): the tuned plan when it is ready (built
+  // for this handle, replacing the provisional one in the map), else the provisional plan.
+  Status serve_provisional(HandleState& state, Entry* entry, const ConvProblem& problem,
+                           PlanRef* out);
+  Status upgrade(HandleState& state, Entry* old, const ConvProblem& problem, PlanRef* out);
+  static TunerOptions cancellable(TunerOptions options, const std::atomic<bool>* stop) {
+    options.cancelled = [stop] { return stop->load(std::memory_order_relaxed); };
+    return options;
+  }
   StatusOr<std::unique_ptr<Plan>> clone_plan(cudnnHandle_t handle, const ConvProblem& problem,
                                              const TuningRecord& record, bool* from_json);
-  Status keep(HandleState& state, PlanKey key, std::unique_ptr<Plan> plan, PlanRef* out);
+  Status keep(HandleState& state, PlanKey key, std::unique_ptr<Plan> plan, PlanRef* out,
+              std::shared_ptr<BackgroundTune> pending = nullptr);
   void drop(HandleState& state, Entry* entry);
   void evict_over_capacity();
   void release_plans(HandleState& state);
@@ -275,6 +338,8 @@ class PlanCache::Impl {
   // Declared first: destroyed last, after every plan and arena of this object.
   const std::shared_ptr<Backend> backend_;
   Tuner tuner_;
+  std::atomic<bool> stop_background_{false};  // read by background_tuner_ between candidates
+  Tuner background_tuner_;
   const std::shared_ptr<TuningDatabase> database_;
   const TunePolicy default_policy_;
   const std::string default_policy_key_;  // computed once
@@ -283,6 +348,9 @@ class PlanCache::Impl {
   std::array<HandleShard, kHandleShards> shards_;
 
   cache_detail::SingleFlight<std::string, TuningRecord> records_;  // by RecordKey text
+  // Keys whose record is provisional (background mode), with their background tune.
+  mutable Mutex pending_mu_;
+  std::unordered_map<std::string, std::shared_ptr<BackgroundTune>> pending_ GUARDED_BY(pending_mu_);
 
   Mutex policy_mu_;
   std::unordered_map<std::string, uint32_t> policy_ids_ GUARDED_BY(policy_mu_);
@@ -304,6 +372,17 @@ class PlanCache::Impl {
   std::atomic<int64_t> tune_ns_{0};
   std::atomic<int64_t> clone_ns_{0};
   std::atomic<bool> db_write_failure_reported_{false};
+  std::atomic<uint64_t> provisional_calls_{0};
+  std::atomic<uint64_t> background_tunes_{0};
+
+  std::mutex background_mu_;
+  std::condition_variable background_cv_;
+  std::deque<BackgroundJob> background_jobs_;   // GUARDED_BY(background_mu_)
+  bool background_stopping_ = false;            // GUARDED_BY(background_mu_)
+  // Per device ordinal, the worker's own handle; entries are added (never removed) under
+  // background_mu_ and used by the worker thread alone.
+  std::map<int, std::unique_ptr<OwnedHandle>> background_handles_;
+  std::thread background_thread_;               // started with the first background job
 };
 
 Status PlanCache::Impl::claim(cudnnHandle_t handle, HandleState** out) {
@@ -366,8 +445,9 @@ Status PlanCache::Impl::get_plan(HandleState& state, const ConvProblem& problem,
       entry->last_used.store(tick_.load(std::memory_order_relaxed), std::memory_order_relaxed);
       lock.unlock();
       state.hits.store(state.hits.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-      *out = PlanRef(entry->plan.get(), entry, nullptr);
       if (outcome != nullptr) *outcome = AcquireOutcome::kHit;
+      if (entry->pending != nullptr) return serve_provisional(state, entry, problem, out);
+      *out = PlanRef(entry->plan.get(), entry, nullptr);
       return ok_status();
     }
   }
@@ -386,16 +466,21 @@ Status PlanCache::Impl::miss(HandleState& state, const ConvProblem& problem, uin
   key.policy = policy_id == 0 ? default_policy_key_ : policy.key();
   std::unique_ptr<Plan> plan;
   AcquireOutcome how = AcquireOutcome::kClone;
+  std::shared_ptr<BackgroundTune> pending;
   StatusOr<std::shared_ptr<const TuningRecord>> record =
-      find_or_make_record(state, key, problem, policy, allocator, &plan, &how);
+      find_or_make_record(state, key, problem, policy, allocator, &plan, &how, &pending);
   if (!record.ok()) return record.status();
   if (plan == nullptr) {
     bool from_json = false;
     CONVPLAN_ASSIGN_OR_RETURN(plan, clone_plan(state.handle, problem, **record, &from_json));
     if (how == AcquireOutcome::kClone && from_json) how = AcquireOutcome::kJsonClone;
   }
+  if (pending != nullptr) {
+    provisional_calls_.fetch_add(1, std::memory_order_relaxed);
+    how = AcquireOutcome::kProvisional;
+  }
   if (outcome != nullptr) *outcome = how;
-  return keep(state, PlanKey{problem, policy_id}, std::move(plan), out);
+  return keep(state, PlanKey{problem, policy_id}, std::move(plan), out, std::move(pending));
 }
 
 // On return *outcome is kTuned or kDatabaseHit when this call made the record (and *plan holds
@@ -403,19 +488,41 @@ Status PlanCache::Impl::miss(HandleState& state, const ConvProblem& problem, uin
 StatusOr<std::shared_ptr<const TuningRecord>> PlanCache::Impl::find_or_make_record(
     HandleState& state, const RecordKey& key, const ConvProblem& problem,
     const TunePolicy& policy, DeviceAllocator* allocator, std::unique_ptr<Plan>* plan,
-    AcquireOutcome* outcome) {
+    AcquireOutcome* outcome, std::shared_ptr<BackgroundTune>* pending) {
   const std::string key_text = key.to_string();
   FlightOutcome flight = FlightOutcome::kFound;
-  // The leader loads or tunes outside every lock but the handle's claim; the others wait.
+  std::optional<BackgroundJob> job;
+  // The leader loads or tunes outside every lock but the handle's claim; the others wait. A
+  // provisional record's tune is registered before the record is published, so that no caller
+  // can see the record without it.
   StatusOr<std::shared_ptr<const TuningRecord>> record = records_.get_or_create(
       key_text,
-      [&] { return load_or_tune(state, key, key_text, policy, allocator, plan, outcome); },
+      [&]() -> StatusOr<TuningRecord> {
+        StatusOr<TuningRecord> made =
+            load_or_tune(state, key, key_text, problem, policy, allocator, plan, outcome, &job);
+        if (made.ok() && job) {
+          MutexLock lock(pending_mu_);
+          pending_[key_text] = job->tune;
+        }
+        return made;
+      },
       &flight);
   if (!record.ok()) return record.status();  // the waiters share the leader's failure
   if (flight == FlightOutcome::kWaited) *outcome = AcquireOutcome::kWaited;
+  if (flight == FlightOutcome::kCreated) record_count_.fetch_add(1, std::memory_order_relaxed);
+  if (job) {  // once the provisional record is published; the worker then replaces it
+    *pending = job->tune;
+    enqueue_background(std::move(*job));
+  } else {
+    *pending = pending_tune(key_text);
+  }
+  // finish_background replaces the record before it drops the pending tune: with no pending tune
+  // seen here, the record held now may be the provisional one just replaced, so read it again.
+  if (*pending == nullptr && flight != FlightOutcome::kCreated) {
+    if (std::shared_ptr<const TuningRecord> latest = records_.find(key_text)) return latest;
+  }
   if (flight != FlightOutcome::kCreated) return record;
 
-  record_count_.fetch_add(1, std::memory_order_relaxed);
   if (*plan == nullptr) {
     // Tuned here: this handle's plan is built from the chosen configuration (not a clone).
     StatusOr<std::unique_ptr<Plan>> built =
@@ -432,10 +539,12 @@ StatusOr<std::shared_ptr<const TuningRecord>> PlanCache::Impl::find_or_make_reco
 
 StatusOr<TuningRecord> PlanCache::Impl::load_or_tune(HandleState& state, const RecordKey& key,
                                                      const std::string& key_text,
+                                                     const ConvProblem& problem,
                                                      const TunePolicy& policy,
                                                      DeviceAllocator* allocator,
                                                      std::unique_ptr<Plan>* plan,
-                                                     AcquireOutcome* outcome) {
+                                                     AcquireOutcome* outcome,
+                                                     std::optional<BackgroundJob>* job) {
   if (database_ != nullptr) {
     StatusOr<TuningRecord> stored = database_->find(key_text);
     if (stored.ok()) {
@@ -459,6 +568,14 @@ StatusOr<TuningRecord> PlanCache::Impl::load_or_tune(HandleState& state, const R
     }
     // kNotFound, or a damaged row (the database reports and skips it): tune.
   }
+  if (policy.mode == TuneMode::kBackground) {
+    StatusOr<TuningRecord> provisional =
+        start_background(state, key, key_text, problem, policy, allocator, job);
+    // kNotSupported: no handle for the worker; the key is tuned here (in limited mode).
+    if (provisional.ok() || provisional.status().code() != StatusCode::kNotSupported) {
+      return provisional;
+    }
+  }
 
   tunes_.fetch_add(1, std::memory_order_relaxed);
   const auto start = std::chrono::steady_clock::now();
@@ -472,15 +589,24 @@ StatusOr<TuningRecord> PlanCache::Impl::load_or_tune(HandleState& state, const R
   TuningRecord record = std::move(tuned).value();
   // The cache owns the key: the record is found under it here and in the database.
   record.set_key(key);
-  if (database_ != nullptr) {
-    Status put = database_->put(record);
-    if (!put.ok() && !db_write_failure_reported_.exchange(true)) {
-      log(LogLevel::kWarning,
-          "could not write a tuning record to the database (tuning goes on; further write "
-          "failures are not reported): " + put.to_string());
-    }
-  }
+  put_in_database(record);
   return record;
+}
+
+std::shared_ptr<BackgroundTune> PlanCache::Impl::pending_tune(const std::string& key_text) const {
+  MutexLock lock(pending_mu_);
+  auto it = pending_.find(key_text);
+  return it == pending_.end() ? nullptr : it->second;
+}
+
+void PlanCache::Impl::put_in_database(const TuningRecord& record) {
+  if (database_ == nullptr) return;
+  Status put = database_->put(record);
+  if (!put.ok() && !db_write_failure_reported_.exchange(true)) {
+    log(LogLevel::kWarning,
+        "could not write a tuning record to the database (tuning goes on; further write "
+        "failures are not reported): " + put.to_string());
+  }
 }
 
 StatusOr<std::unique_ptr<Plan>> PlanCache::Impl::clone_plan(cudnnHandle_t handle,
@@ -513,7 +639,7 @@ StatusOr<std::unique_ptr<Plan>> PlanCache::Impl::clone_plan(cudnnHandle_t handle
 }
 
 Status PlanCache::Impl::keep(HandleState& state, PlanKey key, std::unique_ptr<Plan> plan,
-                             PlanRef* out) {
+                             PlanRef* out, std::shared_ptr<BackgroundTune> pending) {
   if (capacity_.load(std::memory_order_relaxed) == 0) {
     auto holder = std::make_shared<UncachedPlan>(UncachedPlan{backend_, std::move(plan)});
     Plan* raw = holder->plan.get();
@@ -521,6 +647,7 @@ Status PlanCache::Impl::keep(HandleState& state, PlanKey key, std::unique_ptr<Pl
     return ok_status();
   }
   auto* entry = new Entry(backend_, std::move(plan), std::move(key));
+  entry->pending = std::move(pending);
   entry->last_used.store(tick_.fetch_add(1, std::memory_order_relaxed), std::memory_order_relaxed);
   bool inserted;
   {
@@ -630,6 +757,8 @@ void PlanCache::Impl::release_plans(HandleState& state) {
     for (auto& [key, entry] : state.plans) entries.push_back(entry);
     state.plans.clear();
   }
+  for (Entry* entry : state.retired) entry->unref();  // REQUIRES: the handle's in_use held
+  state.retired.clear();
   for (Entry* entry : entries) {
     plan_count_.fetch_sub(1, std::memory_order_relaxed);
     plan_host_bytes_.fetch_sub(entry->host_bytes, std::memory_order_relaxed);
@@ -688,6 +817,170 @@ StatusOr<PlanRef> PlanCache::Impl::acquire(cudnnHandle_t handle, const ConvProbl
                                     policy != nullptr ? *policy : default_policy_, nullptr, &ref,
                                     outcome));
   return ref;
+}
+
+// ---- Background tuning (TuneMode::kBackground) ----
+//
+// The leader of a background-mode key that is neither cached nor stored runs the heuristic's
+// first candidate through validation (a provisional record, never stored) and hands the full
+// limited-mode tune to one worker thread with a handle (and stream) of its own per device. Each
+// handle's plan of the key carries the BackgroundTune; the handle's own thread, on its next call
+// after the tune is done, builds the tuned plan for its handle and swaps it in (so a plan is never
+// replaced under a call using it, nor built on a foreign handle); the provisional plan is retired
+// with the handle, not destroyed. The worker stores the tuned record in the slot (later misses
+// clone it directly) and in the database.
+
+Status PlanCache::Impl::ensure_background_handle(int ordinal) {
+  std::lock_guard<std::mutex> lock(background_mu_);
+  if (background_stopping_) return Status(StatusCode::kCancelled, "the cache is being destroyed");
+  if (background_handles_.count(ordinal) == 0) {
+    CONVPLAN_ASSIGN_OR_RETURN(std::unique_ptr<OwnedHandle> handle, backend_->create_handle(ordinal));
+    background_handles_.emplace(ordinal, std::move(handle));
+  }
+  if (!background_thread_.joinable()) background_thread_ = std::thread([this] { background_loop(); });
+  return ok_status();
+}
+
+StatusOr<TuningRecord> PlanCache::Impl::start_background(
+    HandleState& state, const RecordKey& key, const std::string& key_text,
+    const ConvProblem& problem, const TunePolicy& policy, DeviceAllocator* allocator,
+    std::optional<BackgroundJob>* job) {
+  CONVPLAN_RETURN_IF_ERROR(ensure_background_handle(state.device.ordinal));
+  TunePolicy first = policy;
+  first.mode = TuneMode::kHeuristic;  // validated all the same (policy.validate)
+  const auto start = std::chrono::steady_clock::now();
+  StatusOr<TuningRecord> provisional = tuner_.tune(state.handle, problem, first, allocator);
+  tune_ns_.fetch_add(elapsed_ns(start), std::memory_order_relaxed);
+  if (!provisional.ok()) {
+    failures_.fetch_add(1, std::memory_order_relaxed);
+    return provisional.status();
+  }
+  provisional->set_key(key);
+  BackgroundJob j;
+  j.ordinal = state.device.ordinal;
+  j.problem = problem;
+  j.policy = policy;
+  j.policy.mode = TuneMode::kLimited;
+  j.key = key;
+  j.key_text = key_text;
+  j.tune = std::make_shared<BackgroundTune>();
+  *job = std::move(j);
+  return provisional;
+}
+
+void PlanCache::Impl::enqueue_background(BackgroundJob job) {
+  {
+    std::lock_guard<std::mutex> lock(background_mu_);
+    if (background_stopping_) return;  // the provisional plans stay: the cache is going away
+    background_jobs_.push_back(std::move(job));
+  }
+  background_cv_.notify_one();
+}
+
+void PlanCache::Impl::background_loop() {
+  for (;;) {
+    BackgroundJob job;
+    OwnedHandle* handle = nullptr;
+    {
+      std::unique_lock<std::mutex> lock(background_mu_);
+      background_cv_.wait(lock, [&] { return background_stopping_ || !background_jobs_.empty(); });
+      if (background_stopping_) return;
+      job = std::move(background_jobs_.front());
+      background_jobs_.pop_front();
+      handle = background_handles_.at(job.ordinal).get();
+    }
+    const auto start = std::chrono::steady_clock::now();
+    StatusOr<TuningRecord> tuned = background_tuner_.tune(handle->get(), job.problem, job.policy);
+    tune_ns_.fetch_add(elapsed_ns(start), std::memory_order_relaxed);
+    finish_background(job, std::move(tuned));
+  }
+}
+
+void PlanCache::Impl::finish_background(BackgroundJob& job, StatusOr<TuningRecord> tuned) {
+  if (!tuned.ok()) {
+    if (tuned.status().code() != StatusCode::kCancelled) {
+      failures_.fetch_add(1, std::memory_order_relaxed);
+      log(LogLevel::kWarning, "background tuning of " + job.key_text +
+                                  " failed; its provisional plan stays: " +
+                                  tuned.status().to_string());
+    }
+    job.tune->done.store(true, std::memory_order_release);  // tuned stays null
+    return;
+  }
+  TuningRecord record = std::move(tuned).value();
+  record.set_key(job.key);
+  put_in_database(record);
+  auto shared = std::make_shared<const TuningRecord>(std::move(record));
+  // Later misses of the key clone the tuned plan directly. The record is replaced before the
+  // pending tune is dropped (find_or_make_record reads them in the other order).
+  records_.replace(job.key_text, shared);
+  {
+    MutexLock lock(pending_mu_);
+    auto it = pending_.find(job.key_text);
+    if (it != pending_.end() && it->second == job.tune) pending_.erase(it);
+  }
+  job.tune->tuned = std::move(shared);
+  job.tune->done.store(true, std::memory_order_release);
+  // Counted last: whoever sees the count sees the record stored and the tuned plan ready.
+  tunes_.fetch_add(1, std::memory_order_relaxed);
+  background_tunes_.fetch_add(1, std::memory_order_release);
+}
+
+void PlanCache::Impl::stop_background_worker() {
+  {
+    std::lock_guard<std::mutex> lock(background_mu_);
+    background_stopping_ = true;
+    background_jobs_.clear();
+  }
+  stop_background_.store(true, std::memory_order_relaxed);  // ends a tune at its next candidate
+  background_cv_.notify_all();
+  if (background_thread_.joinable()) background_thread_.join();
+}
+
+Status PlanCache::Impl::serve_provisional(HandleState& state, Entry* entry,
+                                          const ConvProblem& problem, PlanRef* out) {
+  const BackgroundTune& tune = *entry->pending;
+  if (tune.done.load(std::memory_order_acquire) && tune.tuned != nullptr) {
+    Status upgraded = upgrade(state, entry, problem, out);
+    if (upgraded.ok()) {
+      entry->unref();  // the caller's pin of the provisional entry
+      return ok_status();
+    }
+    // The tuned plan did not build here (counted in failures): the provisional one serves on.
+  }
+  provisional_calls_.fetch_add(1, std::memory_order_relaxed);
+  *out = PlanRef(entry->plan.get(), entry, nullptr);
+  return ok_status();
+}
+
+Status PlanCache::Impl::upgrade(HandleState& state, Entry* old, const ConvProblem& problem,
+                                PlanRef* out) {
+  CONVPLAN_ASSIGN_OR_RETURN(std::unique_ptr<Plan> plan,
+                            clone_plan(state.handle, problem, *old->pending->tuned));
+  auto* fresh = new Entry(backend_, std::move(plan), old->key);
+  fresh->last_used.store(tick_.fetch_add(1, std::memory_order_relaxed), std::memory_order_relaxed);
+  bool replaced = false;
+  {
+    std::lock_guard<std::mutex> removal(removal_mu_);
+    std::unique_lock<std::shared_mutex> lock(state.mu);
+    auto it = state.plans.find(old->key);
+    if (it != state.plans.end() && it->second == old) {
+      it->second = fresh;
+      fresh->refs.store(2, std::memory_order_relaxed);  // the map's and the caller's
+      replaced = true;
+    }
+  }
+  if (!replaced) {  // evicted since the caller pinned it: cached as a new entry
+    PlanKey key = fresh->key;
+    std::unique_ptr<Plan> built = std::move(fresh->plan);
+    delete fresh;
+    return keep(state, std::move(key), std::move(built), out);
+  }
+  plan_host_bytes_.fetch_add(fresh->host_bytes, std::memory_order_relaxed);
+  plan_host_bytes_.fetch_sub(old->host_bytes, std::memory_order_relaxed);
+  state.retired.push_back(old);  // the map's reference, kept with the handle
+  *out = PlanRef(fresh->plan.get(), fresh, nullptr);
+  return ok_status();
 }
 
 void PlanCache::Impl::forget_handle(cudnnHandle_t handle) {
@@ -756,6 +1049,8 @@ CacheStats PlanCache::Impl::stats() const {
   s.plans = plan_count_.load(std::memory_order_relaxed);
   s.records = record_count_.load(std::memory_order_relaxed);
   s.plan_host_bytes = plan_host_bytes_.load(std::memory_order_relaxed);
+  s.provisional_calls = provisional_calls_.load(std::memory_order_relaxed);
+  s.background_tunes = background_tunes_.load(std::memory_order_acquire);
   return s;
 }
 
@@ -765,7 +1060,8 @@ std::string CacheStats::to_string() const {
   out << "hits=" << hits << " misses=" << misses << " tunes=" << tunes << " clones=" << clones
       << " json_clones=" << json_clones << " db_hits=" << db_hits << " evictions=" << evictions
       << " failures=" << failures << " tune_ms=" << tune_ms << " clone_ms=" << clone_ms
-      << " plans=" << plans << " records=" << records << " plan_host_bytes=" << plan_host_bytes;
+      << " plans=" << plans << " records=" << records << " plan_host_bytes=" << plan_host_bytes
+      << " provisional_calls=" << provisional_calls << " background_tunes=" << background_tunes;
   return out.str();
 }
 
@@ -810,6 +1106,7 @@ const char* to_string(AcquireOutcome outcome) {
     case AcquireOutcome::kDatabaseHit: return "database";
     case AcquireOutcome::kTuned: return "tuned";
     case AcquireOutcome::kWaited: return "waited";
+    case AcquireOutcome::kProvisional: return "provisional";
   }
   return "?";
 }

@@ -78,6 +78,20 @@ class SingleFlight {
     return slot->state == State::kReady ? slot->value : nullptr;
   }
 
+  // Replaces the value of a key made already (a provisional value by the final one); does
+  // nothing while the key is absent or still being created.
+  void replace(const Key& key, ValuePtr value) EXCLUDES(mu_) {
+    std::shared_ptr<Slot> slot;
+    {
+      MutexLock lock(mu_);
+      auto it = slots_.find(key);
+      if (it == slots_.end()) return;
+      slot = it->second;
+    }
+    MutexLock lock(slot->mu);
+    if (slot->state == State::kReady) slot->value = std::move(value);
+  }
+
   // Keys held: made, or being made.
   size_t size() const EXCLUDES(mu_) {
     MutexLock lock(mu_);

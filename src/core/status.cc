@@ -16,6 +16,7 @@ const char* status_code_name(StatusCode code) {
     case StatusCode::kNoDevice: return "no device";
     case StatusCode::kIoError: return "I/O error";
     case StatusCode::kInternal: return "internal error";
+    case StatusCode::kCancelled: return "cancelled";
   }
   return "unknown status";
 }

@@ -2,6 +2,8 @@
 // the smallest offset holding the poison (every byte 0xFF), and one gather of the checked elements.
 #include "cudnn/output_check_kernels.h"
 
+#include "core/hashed_values.h"
+
 #include <algorithm>
 
 namespace convplan::cudnn_detail {
@@ -37,6 +39,14 @@ __global__ void gather(const unsigned char* data, const long long* offsets, long
   for (long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
        i += step) {
     for (int b = 0; b < elem; ++b) out[i * elem + b] = data[offsets[i] * elem + b];
+  }
+}
+
+__global__ void fill_hashed(void* dst, int type, long long elements, unsigned long long seed) {
+  const long long step = static_cast<long long>(gridDim.x) * blockDim.x;
+  for (long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; i < elements;
+       i += step) {
+    detail::store_hashed(dst, type, i, seed);
   }
 }
 
@@ -86,6 +96,13 @@ cudaError_t enqueue_output_check(cudaStream_t stream, const void* data, const Ch
     e = cudaMemcpyAsync(found, first, sizeof(*found), cudaMemcpyDeviceToHost, stream);
   }
   return e;
+}
+
+cudaError_t enqueue_fill_hashed(cudaStream_t stream, void* dst, int type, int64_t elements,
+                                uint64_t seed) {
+  if (elements <= 0) return cudaSuccess;
+  fill_hashed<<<blocks_for(elements), kThreads, 0, stream>>>(dst, type, elements, seed);
+  return cudaGetLastError();
 }
 
 }  // namespace convplan::cudnn_detail

@@ -34,3 +34,12 @@ cudaError_t enqueue_output_check(cudaStream_t stream, const void* data, const Ch
 cudaError_t output_check_kernels_loadable();
 
 }  // namespace convplan::cudnn_detail
+
+namespace convplan::cudnn_detail {
+
+// Enqueues on `stream` the tuner's input data: element i of `elements` at dst (type code of
+// core/hashed_values.h) = hashed_input_value(seed, i). Returns the launch error.
+cudaError_t enqueue_fill_hashed(cudaStream_t stream, void* dst, int type, int64_t elements,
+                                uint64_t seed);
+
+}  // namespace convplan::cudnn_detail

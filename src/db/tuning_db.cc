@@ -30,6 +30,7 @@
 #include <cctype>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -312,6 +313,9 @@ class SqliteTuningDatabase final : public TuningDatabase {
   StatusOr<std::string> export_json() override;
   StatusOr<int64_t> import_json(std::string_view json, bool keep_existing) override;
   int64_t skipped_records() const override { return skipped_.load(std::memory_order_relaxed); }
+  StatusOr<DeviceRate> find_device_rate(const std::string& device_model,
+                                        const std::string& name) override;
+  Status put_device_rate(const DeviceRate& rate) override;
 
  private:
   enum class FileState { kGood, kFresh, kDamaged, kIncompatible };
@@ -1005,6 +1009,74 @@ std::string home_folder() {
 }
 
 }  // namespace
+
+// ---- Device rates (issue 21): a table apart from the records, created on first use, so the
+// records' schema (version 1) is unchanged and older files simply gain the table. ----
+
+StatusOr<DeviceRate> TuningDatabase::find_device_rate(const std::string&, const std::string&) {
+  return Status(StatusCode::kNotSupported, "this tuning database keeps no device rates");
+}
+Status TuningDatabase::put_device_rate(const DeviceRate&) {
+  return Status(StatusCode::kNotSupported, "this tuning database keeps no device rates");
+}
+
+namespace {
+constexpr const char* kCreateDeviceRatesSql =
+    "CREATE TABLE IF NOT EXISTS device_rates(device_model TEXT NOT NULL, name TEXT NOT NULL, "
+    "value REAL NOT NULL, source TEXT NOT NULL, measured_at INTEGER NOT NULL, "
+    "PRIMARY KEY(device_model, name))";
+}  // namespace
+
+StatusOr<DeviceRate> SqliteTuningDatabase::find_device_rate(const std::string& device_model,
+                                                            const std::string& name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const std::string what = "device rate '" + name + "' of '" + device_model + "'";
+  SqliteStatement q;
+  int rc = db_.prepare("SELECT value, source, measured_at FROM device_rates "
+                       "WHERE device_model = ?1 AND name = ?2", &q);
+  if (rc != SQLITE_OK) {  // no table yet: nothing was ever stored
+    return Status(StatusCode::kNotFound, "no " + what + " (" + db_.last_message() + ")");
+  }
+  q.bind_text(1, device_model);
+  q.bind_text(2, name);
+  rc = q.step();
+  if (rc == SQLITE_DONE) return Status(StatusCode::kNotFound, "no " + what);
+  if (rc != SQLITE_ROW) return error(rc, "reading " + what);
+  DeviceRate r;
+  r.device_model = device_model;
+  r.name = name;
+  r.value = sqlite3_column_double(q.get(), 0);
+  r.source = q.column_text(1);
+  r.measured_at_unix = q.column_int64(2);
+  if (!(r.value > 0) || !std::isfinite(r.value)) {
+    return Status(StatusCode::kCorruptData,
+                  what + " holds value=" + std::to_string(r.value) + " (must be > 0)");
+  }
+  return r;
+}
+
+Status SqliteTuningDatabase::put_device_rate(const DeviceRate& rate) {
+  if (!(rate.value > 0) || !std::isfinite(rate.value)) {
+    return invalid_argument("device rate '" + rate.name + "': value=" + std::to_string(rate.value) +
+                            " (must be > 0)");
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  return write_transaction("storing device rate '" + rate.name + "'", [&] {
+    int rc = db_.exec(kCreateDeviceRatesSql);
+    if (rc != SQLITE_OK) return rc;
+    SqliteStatement put;
+    rc = db_.prepare("INSERT OR REPLACE INTO device_rates(device_model, name, value, source, "
+                     "measured_at) VALUES(?1, ?2, ?3, ?4, ?5)", &put);
+    if (rc != SQLITE_OK) return rc;
+    put.bind_text(1, rate.device_model);
+    put.bind_text(2, rate.name);
+    sqlite3_bind_double(put.get(), 3, rate.value);
+    put.bind_text(4, rate.source);
+    put.bind_int64(5, rate.measured_at_unix);
+    rc = put.step();
+    return rc == SQLITE_DONE ? SQLITE_OK : rc;
+  });
+}
 
 std::string TuningDatabase::default_path() {
   if (const char* p = std::getenv("CONVPLAN_DB"); p != nullptr && p[0] != '\0') return p;

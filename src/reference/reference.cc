@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "convplan/reference.h"
+#include "core/hashed_values.h"
 
 namespace convplan {
 namespace {
@@ -340,14 +341,14 @@ bool unravel(const TensorShape& s, int64_t off, int64_t* idx) {
 
 }  // namespace
 
-Status reference_convolution_at(const ConvProblem& p, const void* x, const void* w, const void* y,
-                                const std::vector<int64_t>& offsets, std::vector<double>& out) {
-  return reference_convolution_at(p, x, w, y, PostOpTensors{}, offsets, out);
-}
+namespace {
 
-Status reference_convolution_at(const ConvProblem& p, const void* x, const void* w, const void* y,
-                                PostOpTensors post, const std::vector<int64_t>& offsets,
-                                std::vector<double>& out) {
+// The sampled reference over any source of input values: lx(offset), lw(offset) and ly(offset)
+// give the element at that offset of x, w and y (the output's old value, read only for beta);
+// post holds the bias and residual of a chain (in the problem's data type).
+template <typename LX, typename LW, typename LY>
+Status reference_at(const ConvProblem& p, LX lx, LW lw, LY ly, PostOpTensors post,
+                    const std::vector<int64_t>& offsets, std::vector<double>& out) {
   CONVPLAN_RETURN_IF_ERROR(p.validate());
   for (auto [kind, tensor, name] : {std::tuple{PostOpKind::kBias, post.bias, "bias"},
                                     std::tuple{PostOpKind::kAdd, post.residual, "residual"}}) {
@@ -362,7 +363,6 @@ Status reference_convolution_at(const ConvProblem& p, const void* x, const void*
   const DataType t = p.data_type;
   const TensorRole which = p.output_tensor();
   const TensorShape& os = by_role(which, xs, ws, ys);
-  const void* old_base = by_role(which, x, w, y);
   const int64_t cg = p.c / p.groups, kg = p.k / p.groups;
   const SpatialDims o = p.output();
   const int sd = p.spatial_dims;
@@ -394,7 +394,7 @@ Status reference_convolution_at(const ConvProblem& p, const void* x, const void*
             }
             if (!inside) continue;
             for (int64_t cc = 0; cc < cg; ++cc)
-              acc += load(t, x, xi(n, g * cg + cc, i)) * load(t, w, wi(kc, cc, f));
+              acc += lx(xi(n, g * cg + cc, i)) * lw(wi(kc, cc, f));
           }
     } else if (which == TensorRole::kX) {  // dx[n, c, i] = sum over f, kk with o*s = i+p-f*d
       const int64_t n = idx[0], ch = idx[1], g = ch / cg, cc = ch % cg;
@@ -414,7 +414,7 @@ Status reference_convolution_at(const ConvProblem& p, const void* x, const void*
             if (!inside) continue;
             for (int64_t kk = 0; kk < kg; ++kk) {
               const int64_t kc = g * kg + kk;
-              acc += load(t, y, yi(n, kc, q)) * load(t, w, wi(kc, cc, f));
+              acc += ly(yi(n, kc, q)) * lw(wi(kc, cc, f));
             }
           }
     } else {  // dw[kc, cc, f] = sum over n, o of x[n, g*cg+cc, o*s-p+f*d] dy[n, kc, o]
@@ -430,10 +430,14 @@ Status reference_convolution_at(const ConvProblem& p, const void* x, const void*
                 inside = inside && i[d] >= 0 && i[d] < id[d];
               }
               if (!inside) continue;
-              acc += load(t, x, xi(n, g * cg + cc, i)) * load(t, y, yi(n, kc, q));
+              acc += lx(xi(n, g * cg + cc, i)) * ly(yi(n, kc, q));
             }
     }
-    const double old = p.beta != 0.0 ? p.beta * load(t, old_base, offsets[e]) : 0.0;
+    const int64_t at = offsets[e];
+    const double old = p.beta == 0.0                 ? 0.0
+                       : which == TensorRole::kX ? p.beta * lx(at)
+                       : which == TensorRole::kW ? p.beta * lw(at)
+                                                 : p.beta * ly(at);
     out[e] = p.alpha * acc + old;
     if (!p.post_ops.empty()) {  // forward only: idx[1] is the channel
       const double b = post.bias != nullptr ? load(t, post.bias, idx[1] * bias_stride) : 0.0;
@@ -442,6 +446,35 @@ Status reference_convolution_at(const ConvProblem& p, const void* x, const void*
     }
   }
   return ok_status();
+}
+
+}  // namespace
+
+Status reference_convolution_at(const ConvProblem& p, const void* x, const void* w, const void* y,
+                                const std::vector<int64_t>& offsets, std::vector<double>& out) {
+  return reference_convolution_at(p, x, w, y, PostOpTensors{}, offsets, out);
+}
+
+Status reference_convolution_at(const ConvProblem& p, const void* x, const void* w, const void* y,
+                                PostOpTensors post, const std::vector<int64_t>& offsets,
+                                std::vector<double>& out) {
+  const DataType t = p.data_type;
+  return reference_at(
+      p, [&](int64_t off) { return load(t, x, off); }, [&](int64_t off) { return load(t, w, off); },
+      [&](int64_t off) { return load(t, y, off); }, post, offsets, out);
+}
+
+double hashed_input_value(uint64_t seed, int64_t offset) {
+  return detail::hashed_value(seed, offset);
+}
+
+Status reference_convolution_at_hashed(const ConvProblem& p, const HashedInputs& seeds,
+                                       const std::vector<int64_t>& offsets,
+                                       std::vector<double>& out) {
+  auto from = [](uint64_t seed) {
+    return [seed](int64_t off) { return detail::hashed_value(seed, off); };
+  };
+  return reference_at(p, from(seeds.x), from(seeds.w), from(seeds.y), PostOpTensors{}, offsets, out);
 }
 
 }  // namespace convplan

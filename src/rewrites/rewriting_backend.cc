@@ -141,6 +141,15 @@ class RewritingBackend final : public Backend {
   Status fill(cudnnHandle_t handle, void* dst, uint8_t byte, size_t bytes) override {
     return inner_->fill(handle, dst, byte, bytes);
   }
+  // Forwarded, or the tuner's inputs would be made on the host and background mode would tune in
+  // the foreground (the base class's defaults).
+  Status fill_hashed(cudnnHandle_t handle, void* dst, DataType type, int64_t elements,
+                     uint64_t seed) override {
+    return inner_->fill_hashed(handle, dst, type, elements, seed);
+  }
+  StatusOr<std::unique_ptr<OwnedHandle>> create_handle(int ordinal) override {
+    return inner_->create_handle(ordinal);
+  }
   StatusOr<int64_t> read_output(cudnnHandle_t handle, const void* src, const TensorShape& shape,
                                 int64_t elem_bytes, bool scan_poison,
                                 const std::vector<int64_t>& offsets, void* dst) override {

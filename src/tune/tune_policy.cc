@@ -281,6 +281,7 @@ const char* to_string(TuneMode m) {
     case TuneMode::kHeuristic: return "heuristic";
     case TuneMode::kLimited: return "limited";
     case TuneMode::kExhaustive: return "exhaustive";
+    case TuneMode::kBackground: return "background";
   }
   return "?";
 }
@@ -290,8 +291,9 @@ StatusOr<TuneMode> parse_tune_mode(std::string_view s) {
   if (v == "heuristic") return TuneMode::kHeuristic;
   if (v == "limited") return TuneMode::kLimited;
   if (v == "exhaustive") return TuneMode::kExhaustive;
+  if (v == "background") return TuneMode::kBackground;
   return invalid_argument("tune mode '" + std::string(s) +
-                          "' is not one of heuristic, limited, exhaustive");
+                          "' is not one of heuristic, limited, exhaustive, background");
 }
 
 bool EngineRule::matches(const EngineConfig& config) const {
@@ -394,7 +396,7 @@ StatusOr<TunePolicy> TunePolicy::from_environment(const TunePolicy& base) {
   TunePolicy p = base;
   if (const char* v = get_env("CONVPLAN_TUNE")) {
     auto m = parse_tune_mode(v);
-    if (!m.ok()) return env_error("CONVPLAN_TUNE", v, "not one of heuristic, limited, exhaustive");
+    if (!m.ok()) return env_error("CONVPLAN_TUNE", v, "not one of heuristic, limited, exhaustive, background");
     p.mode = *m;
   }
   struct RuleVar {
@@ -478,7 +480,9 @@ std::string TunePolicy::key() const {
   std::string errata_key;
   for (const std::string& i : errata_items) errata_key += i;
 
-  std::string k = std::string("mode=") + to_string(mode);
+  // A background tune ends in limited mode's record: one key, shared with limited-mode callers.
+  std::string k = std::string("mode=") +
+                  to_string(mode == TuneMode::kBackground ? TuneMode::kLimited : mode);
   k += " fwd=[" + rules_key(disabled_fwd) + "]";
   k += " bwd_data=[" + rules_key(disabled_bwd_data) + "]";
   k += " bwd_filter=[" + rules_key(disabled_bwd_filter) + "]";

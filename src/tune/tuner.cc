@@ -1,16 +1,20 @@
-// Tuner: gathers candidates for the policy's mode, filters them, runs each survivor once on
-// scratch buffers fenced by guard bytes and checks its output against the float64 reference,
-// times the ones that pass, and records everything in a TuningRecord.
+// Tuner: gathers candidates for the policy's mode, filters them, times each survivor on scratch
+// buffers fenced by guard bytes (a few runs each; only the close ones get the policy's full
+// count: early stopping), then checks the finalists against the float64 reference in order of
+// speed until one passes, and records everything in a TuningRecord. Checking only finalists
+// (issue 21): a candidate's check cost about as much as its timing, and the losers on time can
+// never be served. Heuristic mode times nothing and checks in rank order.
 //
 // One tune is one TuneRun object on the caller's stack: no state is shared between tunes, so
 // several threads may tune different problems at once (the backend is thread-safe by contract).
 //
 // Scratch buffers: each of x, w, y and the workspace is one allocation laid out as
 //   [kGuardBytes of guard pattern][payload][kGuardBytes of guard pattern]
-// The inputs hold fresh pseudo-random multiples of 1/128 in [-1, 1] (seeded from
-// std::random_device each tune); the output holds 0xFF bytes (NaN in every float type) before
-// each validation run, or, when beta != 0, the same random values each time so that accumulation
-// is checked. The output and every guard are written again before each candidate runs, and the
+// The inputs hold fresh pseudo-random multiples of 1/128 in [-1, 1] (hashed_input_value of a
+// seed drawn from std::random_device each tune; the backend fills them on the device and the
+// reference computes the values it reads from the seed); the output holds 0xFF bytes (NaN in
+// every float type) before each validation run, or, when beta != 0, the same hashed values each
+// time so that accumulation is checked. The output and every guard are written again before each candidate runs, and the
 // inputs too after a candidate that did not pass, so a candidate that damaged a buffer cannot
 // make the next one look wrong. The caller's tensors are never touched.
 #include "convplan/tuner.h"
@@ -48,6 +52,23 @@ constexpr size_t kMaxValuesPerKnob = 16;
 constexpr double kCutoffFactor = 4.0;
 // Candidates within this fraction of the fastest median count as tied; the best rank wins.
 constexpr double kTieFraction = 0.02;
+// Early stopping of timing. Every candidate gets kFirstTimedRuns runs (or the policy's, if
+// fewer); only those whose fastest run is within a confidence margin of the best median get the
+// rest of the policy's runs. The margin is at least kStopMargin and at least twice the best's own
+// relative spread (max - min over median), so noisier timings stop fewer candidates. With
+// multiplicative noise of at most +-d per run, the true fastest is never stopped while
+// (1 + d) <= (1 - d) (1 + margin): d <= 4.7% at the floor, more as the spread widens.
+constexpr int kFirstTimedRuns = 3;
+constexpr double kStopMargin = 0.10;
+// Plans of candidates this much slower than the best so far are released after timing (host
+// and module memory in exhaustive mode); validation builds one again if ever it is needed.
+constexpr double kKeepPlanFactor = 1.5;
+// Limited mode compiles candidates at run time only when the best precompiled one takes at least
+// this long (a compilation costs 0.2-1.2 s, which a faster kernel of a short convolution never
+// pays back; issue 21 caps tuning a convolution under 0.1 ms at 0.2 s), and, when a roofline floor
+// is known, is further than this factor from it.
+constexpr double kRuntimeCompileMinMs = 0.1;
+constexpr double kNearRooflineFactor = 1.25;
 // Problems checked on a sample of output elements: multiply-adds the sample may cost on the
 // host (about 0.1-0.3 s), and the bounds on its size.
 constexpr double kSampledReferenceWork = 2e7;
@@ -185,12 +206,29 @@ std::vector<EngineConfig> knob_combinations(int64_t engine_id, std::vector<KnobI
   return out;
 }
 
+// A candidate's plan: built and owned by the tune, or the caller's (Tuner::check), never freed.
+struct PlanRelease {
+  bool owned = true;
+  void operator()(Plan* plan) const {
+    if (owned) delete plan;
+  }
+};
+using PlanPtr = std::unique_ptr<Plan, PlanRelease>;
+
 struct Entry {
   Candidate candidate;
   CandidateSource source = CandidateSource::kHeuristicA;
   CandidateResult result;
   bool evaluated = false;
-  bool survived = false;
+  bool dropped = false;    // filtered, failed, or rejected by a check
+  bool timed = false;      // has a median: a finalist, in order of speed
+  bool validated = false;  // its output matched the reference
+  std::string timing_stopped;  // why it has fewer runs than the policy's; "" when it has all
+  bool timing_finished = false;  // early stopping has decided on it
+  std::string deferred;  // why it was not tried (runtime compilation that would not pay)
+  // Kept from timing to validation, so that a finalist is not built twice; released for the
+  // clearly slower ones (built again in the rare case they are needed).
+  PlanPtr plan;
   std::string plan_json;
 };
 
@@ -262,6 +300,8 @@ class TuneRun {
         options_(options), allocator_(allocator), start_(Clock::now()) {}
 
   StatusOr<TuningRecord> run();
+  // One validation run of the caller's plan, as a candidate's (Tuner::check).
+  StatusOr<OutputCheck> check(Plan& plan);
 
  private:
   struct Tensor {
@@ -269,18 +309,49 @@ class TuneRun {
     TensorShape shape;
     size_t payload_bytes = 0;
     GuardedBuffer buffer;
-    std::vector<uint8_t> image;  // guard + payload + guard, uploaded before each run
+    uint64_t seed = 0;  // its data: hashed_input_value(seed, offset)
   };
 
   Status gather_candidates();
   void add_candidates(const std::vector<Candidate>& list, CandidateSource source);
-  Status evaluate_range(size_t begin, size_t end, bool budgeted);
-  Status evaluate(Entry& e);
+  // The chosen candidate of entries_[begin, end), or null when none is left. Heuristic mode:
+  // the first in rank order that passes validation. Timed modes: every candidate is timed
+  // first, then the finalists are validated in order of speed until one passes.
+  StatusOr<Entry*> choose_from(size_t begin, size_t end, bool budgeted);
+  StatusOr<Entry*> first_valid_in_rank_order(size_t begin, size_t end);
+  Status time_range(size_t begin, size_t end, bool budgeted);
+  // Screens the candidates of [begin, end) not yet evaluated that are (or are not) compiled at
+  // run time.
+  Status screen_where(size_t begin, size_t end, bool budgeted, bool runtime_compiled);
+  // Limited mode: whether compiling candidates at run time can pay for itself, given the best
+  // precompiled median (and the roofline floor, when TunerOptions gives one); else `why` not.
+  bool runtime_compilation_pays(std::string& why) const;
+  // The phases of one candidate. Each may drop it (Entry::dropped), which is not an error; an
+  // error Status means the tune itself cannot go on (the tensors could not be made, say).
+  Status admit(Entry& e);        // filters, build, workspace limits: sets e.plan
+  Status prepare_run(Entry& e);  // tuning buffers and the workspace for e's plan
+  Status screen(Entry& e);       // admit, prepare, the first timed runs
+  Status time_runs(Entry& e, int runs, float cutoff_ms);  // appends to e's times and median
+  // Early stopping: candidates clearly slower than the fastest keep their first runs; the rest
+  // are timed up to the policy's runs, for a stable median.
+  Status finish_timing(size_t begin, size_t end);
+  Status validate(Entry& e);     // one run against the reference: e.validated, or dropped
+  StatusOr<Entry*> validate_in_order_of_speed(size_t begin, size_t end);
+  void report(const Entry& e, const char* phase, double wall_ms) const;
+  Status check_cancelled() const {
+    if (options_.cancelled && options_.cancelled()) {
+      return Status(StatusCode::kCancelled, "tuning of " + problem_.to_string() + " cancelled");
+    }
+    return ok_status();
+  }
+  TuningRecord make_record(Entry& chosen);
+  int first_timing_runs() const;
   // The label and outcome of the first filter that removes (config, notes), if any.
   bool filtered(const EngineConfig& config, NoteSet notes, std::string& label,
                 std::string& outcome) const;
   void drop(Entry& e, bool is_filter, const std::string& label, const std::string& outcome);
   Status prepare_buffers();
+  void pick_check_offsets(bool full);
   Status compute_reference();
   Status upload_buffers();
   Status prepare_workspace(size_t bytes);
@@ -295,9 +366,6 @@ class TuneRun {
     return t;
   }
   void say(const std::string& line) const { log(LogLevel::kInfo, "tune: " + line); }
-  bool needs_execution() const {
-    return policy_.validate || policy_.mode != TuneMode::kHeuristic;
-  }
 
   Backend& backend_;
   cudnnHandle_t handle_;
@@ -311,12 +379,13 @@ class TuneRun {
   std::vector<Entry> entries_;  // in rank order: the position is the rank
   std::set<EngineConfig> seen_;
   DropSummary summary_;
-  bool any_survivor_ = false;
+  bool any_timed_ = false;
   double best_median_ = -1;
   int64_t oom_floor_ = -1;  // smallest workspace whose allocation failed; -1: none
   bool flush_l2_ = false;
 
   bool buffers_ready_ = false;
+  bool reference_ready_ = false;
   bool inputs_dirty_ = true;  // upload the inputs (not only the output) before the next run
   Tensor tensors_[3];
   GuardedBuffer workspace_;
@@ -333,6 +402,7 @@ class TuneRun {
   struct Phases {
     double candidates = 0, data = 0, build = 0, check = 0, timing = 0;
   } phases_;
+  int validation_runs_ = 0;
 };
 
 void TuneRun::add_candidates(const std::vector<Candidate>& list, CandidateSource source) {
@@ -449,7 +519,8 @@ bool TuneRun::filtered(const EngineConfig& config, NoteSet notes, std::string& l
 
 void TuneRun::drop(Entry& e, bool is_filter, const std::string& label, const std::string& outcome) {
   e.result.outcome = outcome;
-  e.survived = false;
+  e.dropped = true;
+  e.plan.reset();
   summary_.add(is_filter, label);
 }
 
@@ -463,79 +534,32 @@ Status TuneRun::prepare_buffers() {
   const TensorShape shapes[3] = {problem_.x_shape(), problem_.w_shape(), problem_.y_shape()};
   const TensorRole names[3] = {TensorRole::kX, TensorRole::kW, TensorRole::kY};
   const int64_t elem = size_of(problem_.data_type);
-  const TensorRole out = problem_.output_tensor();
   for (int t = 0; t < 3; ++t) {
     Tensor& tensor = tensors_[t];
     tensor.name = names[t];
     tensor.shape = shapes[t];
     tensor.payload_bytes = static_cast<size_t>(shapes[t].span_elements() * elem);
+    // Fresh data for each tune: the seed of the counter hash (hashed_input_value) that the
+    // backend fills the tensor from, on the device, and the reference computes values from.
+    tensor.seed = rng_();
     Status s = tensor.buffer.allocate(allocator_, tensor.payload_bytes);
     if (!s.ok()) {
       return s.with_context(std::string("tuning buffer for ") + to_string(names[t]) + " of " +
                             problem_.to_string());
     }
-    tensor.image.assign(tensor.payload_bytes + 2 * kGuardBytes, 0);
-    std::copy(guard_image_.begin(), guard_image_.end(), tensor.image.begin());
-    std::copy(guard_image_.begin(), guard_image_.end(),
-              tensor.image.begin() + static_cast<std::ptrdiff_t>(kGuardBytes + tensor.payload_bytes));
-    uint8_t* payload = tensor.image.data() + kGuardBytes;
-    if (names[t] == out && problem_.beta == 0.0) {
-      std::fill(payload, payload + tensor.payload_bytes, uint8_t{0xFF});  // NaN: unwritten shows
-      continue;
-    }
-    // Fresh random data in chunks, to keep the host memory small: multiples of 1/128 in [-1, 1],
-    // exact in every type (bf16 keeps 8 significant bits), from a counter hashed with a seed
-    // drawn for this tune (std::uniform_real_distribution costs seconds on large tensors).
-    const uint64_t seed = rng_();
-    constexpr int64_t kChunk = 1 << 16;
-    parallel_for(shapes[t].span_elements(), 4 * kChunk, [&](int64_t begin, int64_t end) {
-      std::vector<double> chunk(static_cast<size_t>(std::min(end - begin, kChunk)));
-      for (int64_t i = begin; i < end; i += kChunk) {
-        const int64_t n = std::min(kChunk, end - i);
-        for (int64_t j = 0; j < n; ++j) {
-          uint64_t z = seed + static_cast<uint64_t>(i + j) * 0x9E3779B97F4A7C15ull;  // splitmix64
-          z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-          z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-          z ^= z >> 31;
-          chunk[static_cast<size_t>(j)] = (static_cast<double>(z % 257) - 128.0) / 128.0;
-        }
-        to_data_type(problem_.data_type, chunk.data(), payload + i * elem, n);
-      }
-    });
   }
   CONVPLAN_RETURN_IF_ERROR(post_inputs_.prepare(backend_, handle_, allocator_, problem_, rng_()));
   buffers_ready_ = true;
   flush_l2_ = problem_.min_bytes() <= static_cast<double>(device_.l2_bytes);
-  if (policy_.validate) CONVPLAN_RETURN_IF_ERROR(compute_reference());
   return ok_status();
 }
 
-Status TuneRun::compute_reference() {
-  const Clock::time_point t0 = Clock::now();
-  Tensor& out = output();
-  const TensorShape& os = out.shape;
-  const bool full = problem_.flops() <= options_.reference_max_flops;
-  if (full) {
-    check_offsets_.clear();
-    check_offsets_.reserve(static_cast<size_t>(os.elements()));
-    for_each_offset(os, [&](int64_t off) { check_offsets_.push_back(off); });
-    std::vector<double> host[3];
-    for (int t = 0; t < 3; ++t) {
-      const int64_t span = tensors_[t].shape.span_elements();
-      host[t].assign(static_cast<size_t>(span), 0.0);
-      const bool poisoned = tensors_[t].name == problem_.output_tensor() && problem_.beta == 0.0;
-      if (!poisoned) {
-        from_data_type(problem_.data_type, tensors_[t].image.data() + kGuardBytes, host[t].data(), span);
-      }
-    }
-    // The plain convolution; post_inputs_ applies a chain below.
-    Status s = reference_convolution(problem_.without_post_ops(), host[0], host[1], host[2]);
-    if (!s.ok()) return s.with_context("reference for " + problem_.to_string());
-    const std::vector<double>& ov = host[static_cast<size_t>(problem_.output_tensor())];
-    reference_values_.clear();
-    reference_values_.reserve(check_offsets_.size());
-    for (int64_t off : check_offsets_) reference_values_.push_back(ov[static_cast<size_t>(off)]);
-  } else {
+// The output elements to compare: all of them when the full reference is affordable, else a
+// random sample sized so that the sampled reference costs about kSampledReferenceWork.
+void TuneRun::pick_check_offsets(bool full) {
+  const TensorShape& os = output().shape;
+  check_offsets_.clear();
+  if (!full) {
     // Products that make one output element (see reference_convolution_at).
     double filter = 1, output_size = 1;
     const SpatialDims o = problem_.output();
@@ -551,26 +575,53 @@ Status TuneRun::compute_reference() {
     }
     int64_t samples = static_cast<int64_t>(kSampledReferenceWork / std::max(cost, 1.0));
     samples = std::clamp(samples, kMinSampledElements, kMaxSampledElements);
-    check_offsets_.clear();
-    if (samples >= os.elements()) {
-      for_each_offset(os, [&](int64_t off) { check_offsets_.push_back(off); });
-    } else {
+    if (samples < os.elements()) {
       std::unordered_set<int64_t> picked;
       while (static_cast<int64_t>(picked.size()) < samples) picked.insert(random_offset(os, rng_));
       check_offsets_.assign(picked.begin(), picked.end());
       std::sort(check_offsets_.begin(), check_offsets_.end());
+      return;
     }
-    // Each sampled element on its own (scattered reads of the inputs: 0.8-2.8 s on one thread
-    // for a ResNet-50 weight gradient at batch 256), so the elements are split between threads.
+  }
+  check_offsets_.reserve(static_cast<size_t>(os.elements()));
+  for_each_offset(os, [&](int64_t off) { check_offsets_.push_back(off); });
+}
+
+Status TuneRun::compute_reference() {
+  const Clock::time_point t0 = Clock::now();
+  const bool full = problem_.flops() <= options_.reference_max_flops;
+  pick_check_offsets(full);
+  const TensorRole out = problem_.output_tensor();
+  if (full) {
+    std::vector<double> host[3];
+    for (int t = 0; t < 3; ++t) {
+      const int64_t span = tensors_[t].shape.span_elements();
+      host[t].assign(static_cast<size_t>(span), 0.0);
+      if (tensors_[t].name == out && problem_.beta == 0.0) continue;  // poisoned, never read
+      for (int64_t i = 0; i < span; ++i) {
+        host[t][static_cast<size_t>(i)] = hashed_input_value(tensors_[t].seed, i);
+      }
+    }
+    // The plain convolution; post_inputs_ applies a chain below.
+    Status s = reference_convolution(problem_.without_post_ops(), host[0], host[1], host[2]);
+    if (!s.ok()) return s.with_context("reference for " + problem_.to_string());
+    const std::vector<double>& ov = host[static_cast<size_t>(out)];
+    reference_values_.clear();
+    reference_values_.reserve(check_offsets_.size());
+    for (int64_t off : check_offsets_) reference_values_.push_back(ov[static_cast<size_t>(off)]);
+  } else {
+    // Each sampled element on its own, its inputs computed from the seeds (no host copy of the
+    // tensors): scattered reads over a whole batch made this 0.8-2.8 s on one thread for a
+    // ResNet-50 weight gradient at batch 256, so the elements are split between threads.
+    const HashedInputs seeds{tensors_[0].seed, tensors_[1].seed, tensors_[2].seed};
     const int64_t count = static_cast<int64_t>(check_offsets_.size());
     reference_values_.assign(check_offsets_.size(), 0.0);
     std::vector<Status> statuses(check_offsets_.size(), ok_status());
     parallel_for(count, 1, [&](int64_t begin, int64_t end) {
       const std::vector<int64_t> part(check_offsets_.begin() + begin, check_offsets_.begin() + end);
       std::vector<double> values;
-      statuses[static_cast<size_t>(begin)] = reference_convolution_at(
-          problem_.without_post_ops(), tensors_[0].image.data() + kGuardBytes, tensors_[1].image.data() + kGuardBytes,
-          tensors_[2].image.data() + kGuardBytes, part, values);
+      statuses[static_cast<size_t>(begin)] =
+          reference_convolution_at_hashed(problem_.without_post_ops(), seeds, part, values);
       std::copy(values.begin(), values.end(), reference_values_.begin() + begin);
     });
     for (const Status& s : statuses) {
@@ -590,17 +641,16 @@ Status TuneRun::upload_buffers() {
   const TensorRole out = problem_.output_tensor();
   for (Tensor& t : tensors_) {
     if (!inputs_dirty_ && t.name != out) continue;
-    if (t.name == out && problem_.beta == 0.0) {  // the poison set on the device, guards copied
+    CONVPLAN_RETURN_IF_ERROR(
+        backend_.copy_to_device(handle_, t.buffer.base(), guard_image_.data(), kGuardBytes));
+    CONVPLAN_RETURN_IF_ERROR(backend_.copy_to_device(
+        handle_, t.buffer.base() + kGuardBytes + t.payload_bytes, guard_image_.data(), kGuardBytes));
+    if (t.name == out && problem_.beta == 0.0) {  // the poison (NaN): unwritten elements show
       CONVPLAN_RETURN_IF_ERROR(backend_.fill(handle_, t.buffer.payload(), 0xFF, t.payload_bytes));
-      CONVPLAN_RETURN_IF_ERROR(
-          backend_.copy_to_device(handle_, t.buffer.base(), t.image.data(), kGuardBytes));
-      CONVPLAN_RETURN_IF_ERROR(backend_.copy_to_device(
-          handle_, t.buffer.base() + kGuardBytes + t.payload_bytes,
-          t.image.data() + kGuardBytes + t.payload_bytes, kGuardBytes));
       continue;
     }
-    CONVPLAN_RETURN_IF_ERROR(
-        backend_.copy_to_device(handle_, t.buffer.base(), t.image.data(), t.image.size()));
+    CONVPLAN_RETURN_IF_ERROR(backend_.fill_hashed(handle_, t.buffer.payload(), problem_.data_type,
+                                                  t.shape.span_elements(), t.seed));
   }
   return ok_status();
 }
@@ -674,7 +724,7 @@ StatusOr<std::string> TuneRun::check_output(NoteSet notes, double& relative_erro
   return std::string();
 }
 
-Status TuneRun::evaluate(Entry& e) {
+Status TuneRun::admit(Entry& e) {
   e.evaluated = true;
   CandidateResult& r = e.result;
   r.config = e.candidate.config;
@@ -693,9 +743,9 @@ Status TuneRun::evaluate(Entry& e) {
     drop(e, false, "failed to build", "failed to build: " + built.status().to_string());
     return ok_status();
   }
-  Plan& plan = **built;
-  r.notes = plan.notes();
-  r.workspace_bytes = plan.workspace_bytes();
+  e.plan = PlanPtr(std::move(built).value().release());
+  r.notes = e.plan->notes();
+  r.workspace_bytes = e.plan->workspace_bytes();
   if (r.notes != e.candidate.notes && filtered(r.config, r.notes, label, outcome)) {
     drop(e, true, label, outcome);
     return ok_status();
@@ -706,132 +756,293 @@ Status TuneRun::evaluate(Entry& e) {
              std::to_string(policy_.workspace_limit) + " (CONVPLAN_WORKSPACE_LIMIT)");
     return ok_status();
   }
-  const std::string oom_label = "out of memory for the workspace";
   if (oom_floor_ >= 0 && r.workspace_bytes >= oom_floor_) {
-    drop(e, false, oom_label,
+    drop(e, false, "out of memory for the workspace",
          "dropped: workspace of " + std::to_string(r.workspace_bytes) +
              " bytes; one of " + std::to_string(oom_floor_) + " bytes could not be allocated");
-    return ok_status();
   }
-  if (needs_execution()) {
-    {
-      ScopedMs timer(phases_.data);
-      CONVPLAN_RETURN_IF_ERROR(prepare_buffers());
-    }
-    std::optional<ScopedMs> check_timer(std::in_place, phases_.check);
-    Status ws = prepare_workspace(static_cast<size_t>(r.workspace_bytes));
-    if (ws.code() == StatusCode::kOutOfMemory) {
-      oom_floor_ = oom_floor_ < 0 ? r.workspace_bytes : std::min(oom_floor_, r.workspace_bytes);
-      drop(e, false, oom_label,
-           "dropped: workspace of " + std::to_string(r.workspace_bytes) +
-               " bytes could not be allocated: " + ws.message());
-      return ok_status();
-    }
-    CONVPLAN_RETURN_IF_ERROR(ws);
-    CONVPLAN_RETURN_IF_ERROR(upload_buffers());
-    inputs_dirty_ = true;  // until this candidate passes
-    const TensorPointers tensors = pointers();
-    void* workspace = workspace_.payload();
-    if (policy_.validate) {
-      Status s = plan.execute(handle_, tensors, workspace);
-      if (!s.ok()) {
-        drop(e, false, "failed to execute", "failed to execute: " + s.to_string());
-        return ok_status();
-      }
-      if (options_.after_candidate_run) {
-        options_.after_candidate_run(r.config, output().buffer.payload(), output().payload_bytes);
-      }
-      CONVPLAN_ASSIGN_OR_RETURN(std::string broken, broken_guard());
-      if (!broken.empty()) {
-        drop(e, false, "rejected: wrote past its output/workspace",
-             "rejected: wrote past its output/workspace (" + broken + ")");
-        return ok_status();
-      }
-      CONVPLAN_ASSIGN_OR_RETURN(std::string wrong, check_output(r.notes, r.relative_error, label));
-      if (!wrong.empty()) {
-        drop(e, false, label, wrong);
-        return ok_status();
-      }
-    }
-    check_timer.reset();
-    if (policy_.mode != TuneMode::kHeuristic) {
-      const float cutoff = best_median_ > 0 ? static_cast<float>(kCutoffFactor * best_median_) : 0.0f;
-      auto times = [&] {
-        ScopedMs timer(phases_.timing);
-        return backend_.time(plan, tensors, workspace, policy_.warmup_runs,
-                             std::max(policy_.timed_runs, 1), flush_l2_, cutoff);
-      }();
-      if (!times.ok()) {
-        drop(e, false, "failed to time", "failed to time: " + times.status().to_string());
-        return ok_status();
-      }
-      if (times->empty()) {
-        drop(e, false, "failed to time", "failed to time: the backend returned no runs");
-        return ok_status();
-      }
-      r.times_ms = *times;
-      std::vector<float> sorted = r.times_ms;
-      std::sort(sorted.begin(), sorted.end());
-      const size_t n = sorted.size();
-      r.median_ms = n % 2 == 1 ? sorted[n / 2] : 0.5 * (double{sorted[n / 2 - 1]} + sorted[n / 2]);
-      // Timing runs executed too: anything they wrote out of bounds counts the same.
-      CONVPLAN_ASSIGN_OR_RETURN(std::string broken, broken_guard());
-      if (!broken.empty()) {
-        drop(e, false, "rejected: wrote past its output/workspace",
-             "rejected: wrote past its output/workspace while timed (" + broken + ")");
-        return ok_status();
-      }
-      if (cutoff > 0 && r.times_ms.size() < static_cast<size_t>(std::max(policy_.timed_runs, 1))) {
-        drop(e, false, "slower than the timing cutoff",
-             "dropped: a run exceeded the cutoff of " + format_ms(cutoff) + " ms (" +
-                 format_ms(kCutoffFactor) + "x the best median)");
-        return ok_status();
-      }
-      if (best_median_ < 0 || r.median_ms < best_median_) best_median_ = r.median_ms;
-    }
-  }
-  if ((r.notes & kNoteRuntimeCompilation) != 0) {
-    auto json = plan.to_json();
-    if (json.ok()) {
-      e.plan_json = std::move(json).value();
-    } else if (policy_.verbose >= 2) {
-      say("no JSON for runtime-compiled " + r.config.to_string() + ": " + json.status().message());
-    }
-  }
-  r.outcome = "ok";
-  inputs_dirty_ = false;
-  e.survived = true;
-  any_survivor_ = true;
   return ok_status();
 }
 
-Status TuneRun::evaluate_range(size_t begin, size_t end, bool budgeted) {
-  for (size_t i = begin; i < end; ++i) {
-    if (policy_.mode == TuneMode::kHeuristic && any_survivor_) break;
-    if (budgeted && any_survivor_ && ms_since(start_) > policy_.budget_ms) {
-      if (policy_.verbose >= 1) {
-        say("budget of " + format_ms(policy_.budget_ms) + " ms spent for " +
-            problem_.to_string() + "; " + std::to_string(end - i) + " of " +
-            std::to_string(end - begin) + " candidates not tried");
-      }
-      break;
-    }
-    Entry& e = entries_[i];
-    const Clock::time_point t0 = Clock::now();
-    CONVPLAN_RETURN_IF_ERROR(evaluate(e));
-    const double wall_ms = ms_since(t0);
-    if (policy_.verbose >= 2) {
-      const CandidateResult& r = e.result;
-      std::string line = "  " + r.config.to_string() + " [" + to_string(e.source) + " rank " +
-                         std::to_string(r.rank) + "; notes " +
-                         (r.notes == 0 ? std::string("none") : notes_to_string(r.notes)) +
-                         "; workspace " + std::to_string(r.workspace_bytes) + " B]";
-      if (r.median_ms >= 0) line += " median " + format_ms(r.median_ms) + " ms";
-      if (r.relative_error >= 0) line += " error " + format_g(r.relative_error);
-      say(line + " (" + format_ms(wall_ms) + " ms): " + r.outcome);
-    }
+Status TuneRun::prepare_run(Entry& e) {
+  {
+    ScopedMs timer(phases_.data);
+    CONVPLAN_RETURN_IF_ERROR(prepare_buffers());
+  }
+  const int64_t bytes = e.result.workspace_bytes;
+  Status ws = prepare_workspace(static_cast<size_t>(bytes));
+  if (ws.code() == StatusCode::kOutOfMemory) {
+    oom_floor_ = oom_floor_ < 0 ? bytes : std::min(oom_floor_, bytes);
+    drop(e, false, "out of memory for the workspace",
+         "dropped: workspace of " + std::to_string(bytes) +
+             " bytes could not be allocated: " + ws.message());
+    return ok_status();
+  }
+  CONVPLAN_RETURN_IF_ERROR(ws);
+  return upload_buffers();
+}
+
+int TuneRun::first_timing_runs() const {
+  return std::min(kFirstTimedRuns, std::max(policy_.timed_runs, 1));
+}
+
+Status TuneRun::time_runs(Entry& e, int runs, float cutoff_ms) {
+  CandidateResult& r = e.result;
+  auto times = [&] {
+    ScopedMs timer(phases_.timing);
+    return backend_.time(*e.plan, pointers(), workspace_.payload(), policy_.warmup_runs, runs,
+                         flush_l2_, cutoff_ms);
+  }();
+  if (!times.ok()) {
+    drop(e, false, "failed to time", "failed to time: " + times.status().to_string());
+    return ok_status();
+  }
+  if (times->empty()) {
+    drop(e, false, "failed to time", "failed to time: the backend returned no runs");
+    return ok_status();
+  }
+  // Timing runs execute too: anything they wrote out of bounds counts as in validation.
+  CONVPLAN_ASSIGN_OR_RETURN(std::string broken, broken_guard());
+  if (!broken.empty()) {
+    drop(e, false, "rejected: wrote past its output/workspace",
+         "rejected: wrote past its output/workspace while timed (" + broken + ")");
+    return ok_status();
+  }
+  r.times_ms.insert(r.times_ms.end(), times->begin(), times->end());
+  std::vector<float> sorted = r.times_ms;
+  std::sort(sorted.begin(), sorted.end());
+  const size_t n = sorted.size();
+  r.median_ms = n % 2 == 1 ? sorted[n / 2] : 0.5 * (double{sorted[n / 2 - 1]} + sorted[n / 2]);
+  if (cutoff_ms > 0 && times->size() < static_cast<size_t>(runs)) {
+    e.timing_stopped = "a run exceeded the cutoff of " + format_ms(cutoff_ms) + " ms (" +
+                       format_ms(kCutoffFactor) + "x the best median)";
   }
   return ok_status();
+}
+
+Status TuneRun::screen(Entry& e) {
+  CONVPLAN_RETURN_IF_ERROR(admit(e));
+  if (e.dropped) return ok_status();
+  CONVPLAN_RETURN_IF_ERROR(prepare_run(e));
+  if (e.dropped) return ok_status();
+  // Timing needs inputs, not pristine ones: they are made again before the first check.
+  inputs_dirty_ = false;
+  const float cutoff = best_median_ > 0 ? static_cast<float>(kCutoffFactor * best_median_) : 0.0f;
+  CONVPLAN_RETURN_IF_ERROR(time_runs(e, first_timing_runs(), cutoff));
+  if (e.dropped) return ok_status();
+  e.timed = true;
+  any_timed_ = true;
+  if (best_median_ < 0 || e.result.median_ms < best_median_) best_median_ = e.result.median_ms;
+  if (e.result.median_ms > kKeepPlanFactor * best_median_) e.plan.reset();
+  return ok_status();
+}
+
+Status TuneRun::screen_where(size_t begin, size_t end, bool budgeted, bool runtime_compiled) {
+  for (size_t i = begin; i < end; ++i) {
+    Entry& e = entries_[i];
+    if (e.evaluated || ((e.candidate.notes & kNoteRuntimeCompilation) != 0) != runtime_compiled) {
+      continue;
+    }
+    if (budgeted && any_timed_ && ms_since(start_) > policy_.budget_ms) {
+      // Over the budget: stop once a timed candidate passes its check (there must be one to
+      // return); while none does, go on one candidate at a time.
+      CONVPLAN_ASSIGN_OR_RETURN(Entry* passed, validate_in_order_of_speed(begin, end));
+      if (passed != nullptr) {
+        if (policy_.verbose >= 1) {
+          say("budget of " + format_ms(policy_.budget_ms) + " ms spent for " +
+              problem_.to_string() + "; candidates from rank " + std::to_string(i) + " on of " +
+              std::to_string(end - begin) + " not tried");
+        }
+        return ok_status();
+      }
+    }
+    CONVPLAN_RETURN_IF_ERROR(check_cancelled());
+    const Clock::time_point t0 = Clock::now();
+    CONVPLAN_RETURN_IF_ERROR(screen(e));
+    report(e, "timed", ms_since(t0));
+  }
+  return ok_status();
+}
+
+bool TuneRun::runtime_compilation_pays(std::string& why) const {
+  if (policy_.mode != TuneMode::kLimited || best_median_ < 0) return true;
+  if (best_median_ < kRuntimeCompileMinMs) {
+    why = "the best precompiled candidate takes " + format_ms(best_median_) + " ms < " +
+          format_ms(kRuntimeCompileMinMs) + " ms: compiling (0.2-1.2 s each) costs more than it "
+          "could save (limited mode)";
+    return false;
+  }
+  const double floor = options_.roofline_floor_ms ? options_.roofline_floor_ms(problem_) : -1;
+  if (floor > 0 && best_median_ <= kNearRooflineFactor * floor) {
+    why = "the best precompiled candidate takes " + format_ms(best_median_) + " ms, within " +
+          format_ms(kNearRooflineFactor) + "x of the roofline floor of " + format_ms(floor) +
+          " ms (limited mode)";
+    return false;
+  }
+  return true;
+}
+
+Status TuneRun::time_range(size_t begin, size_t end, bool budgeted) {
+  // Precompiled candidates first: in limited mode their times decide whether the runtime-compiled
+  // ones are worth compiling at all (they dominated the tuning of small problems, issue 21).
+  CONVPLAN_RETURN_IF_ERROR(screen_where(begin, end, budgeted, false));
+  std::string why;
+  if (runtime_compilation_pays(why)) {
+    CONVPLAN_RETURN_IF_ERROR(screen_where(begin, end, budgeted, true));
+  } else {
+    for (size_t i = begin; i < end; ++i) {
+      Entry& e = entries_[i];
+      if (e.evaluated || (e.candidate.notes & kNoteRuntimeCompilation) == 0) continue;
+      e.deferred = why;
+    }
+  }
+  return finish_timing(begin, end);
+}
+
+Status TuneRun::finish_timing(size_t begin, size_t end) {
+  const int more = std::max(policy_.timed_runs, 1) - first_timing_runs();
+  const Entry* best = nullptr;
+  for (size_t i = begin; i < end; ++i) {
+    const Entry& e = entries_[i];
+    if (e.timed && !e.dropped && (best == nullptr || e.result.median_ms < best->result.median_ms)) {
+      best = &e;
+    }
+  }
+  if (more <= 0 || best == nullptr) return ok_status();
+  const std::vector<float>& bt = best->result.times_ms;
+  const auto [lo, hi] = std::minmax_element(bt.begin(), bt.end());
+  const double best_median = best->result.median_ms;
+  const double margin = std::max(kStopMargin, 2.0 * (*hi - *lo) / std::max(best_median, 1e-9));
+  for (size_t i = begin; i < end; ++i) {
+    Entry& e = entries_[i];
+    if (!e.timed || e.dropped || !e.timing_stopped.empty() || e.timing_finished) continue;
+    e.timing_finished = true;
+    const double fastest = *std::min_element(e.result.times_ms.begin(), e.result.times_ms.end());
+    if (&e != best && fastest > best_median * (1 + margin)) {
+      e.timing_stopped = "clearly slower after " + std::to_string(e.result.times_ms.size()) +
+                         " runs: fastest " + format_ms(fastest) + " ms > " +
+                         format_ms(best_median) + " ms (the best median) + " +
+                         format_ms(100 * margin) + "%";
+      e.plan.reset();
+      continue;
+    }
+    if (e.plan == nullptr) {  // released while it looked slow; it is close after all
+      CONVPLAN_RETURN_IF_ERROR(admit(e));
+      if (e.dropped) continue;
+    }
+    CONVPLAN_RETURN_IF_ERROR(prepare_run(e));
+    if (e.dropped) continue;
+    CONVPLAN_RETURN_IF_ERROR(time_runs(e, more, 0.0f));
+  }
+  return ok_status();
+}
+
+Status TuneRun::validate(Entry& e) {
+  if (e.plan == nullptr) {
+    CONVPLAN_RETURN_IF_ERROR(admit(e));
+    if (e.dropped) return ok_status();
+  }
+  CONVPLAN_RETURN_IF_ERROR(prepare_run(e));
+  if (e.dropped) return ok_status();
+  if (!reference_ready_) {
+    ScopedMs timer(phases_.data);
+    CONVPLAN_RETURN_IF_ERROR(compute_reference());
+    reference_ready_ = true;
+  }
+  ScopedMs timer(phases_.check);
+  ++validation_runs_;
+  CandidateResult& r = e.result;
+  inputs_dirty_ = true;  // until this candidate passes
+  Status s = e.plan->execute(handle_, pointers(), workspace_.payload());
+  if (!s.ok()) {
+    drop(e, false, "failed to execute", "failed to execute: " + s.to_string());
+    return ok_status();
+  }
+  if (options_.after_candidate_run) {
+    options_.after_candidate_run(r.config, output().buffer.payload(), output().payload_bytes);
+  }
+  CONVPLAN_ASSIGN_OR_RETURN(std::string broken, broken_guard());
+  if (!broken.empty()) {
+    drop(e, false, "rejected: wrote past its output/workspace",
+         "rejected: wrote past its output/workspace (" + broken + ")");
+    return ok_status();
+  }
+  std::string label;
+  CONVPLAN_ASSIGN_OR_RETURN(std::string wrong, check_output(r.notes, r.relative_error, label));
+  if (!wrong.empty()) {
+    drop(e, false, label, wrong);
+    return ok_status();
+  }
+  inputs_dirty_ = false;
+  e.validated = true;
+  return ok_status();
+}
+
+StatusOr<Entry*> TuneRun::validate_in_order_of_speed(size_t begin, size_t end) {
+  std::vector<Entry*> finalists;  // in rank order
+  for (size_t i = begin; i < end; ++i) {
+    if (entries_[i].timed && !entries_[i].dropped) finalists.push_back(&entries_[i]);
+  }
+  // Timing ran candidates that were not checked; the inputs are uploaded again before the first
+  // check, in case one of them wrote into them.
+  inputs_dirty_ = true;
+  while (!finalists.empty()) {
+    // The fastest median; among those within kTieFraction of it, the best rank (the first).
+    double fastest = finalists.front()->result.median_ms;
+    for (const Entry* e : finalists) fastest = std::min(fastest, e->result.median_ms);
+    auto next = std::find_if(finalists.begin(), finalists.end(), [&](const Entry* e) {
+      return e->result.median_ms <= fastest * (1 + kTieFraction);
+    });
+    Entry& e = **next;
+    finalists.erase(next);
+    if (!policy_.validate || e.validated) return &e;
+    CONVPLAN_RETURN_IF_ERROR(check_cancelled());
+    const Clock::time_point t0 = Clock::now();
+    CONVPLAN_RETURN_IF_ERROR(validate(e));
+    report(e, "checked", ms_since(t0));
+    if (e.validated) return &e;
+  }
+  return nullptr;
+}
+
+StatusOr<Entry*> TuneRun::first_valid_in_rank_order(size_t begin, size_t end) {
+  for (size_t i = begin; i < end; ++i) {
+    Entry& e = entries_[i];
+    CONVPLAN_RETURN_IF_ERROR(check_cancelled());
+    const Clock::time_point t0 = Clock::now();
+    CONVPLAN_RETURN_IF_ERROR(admit(e));
+    if (!e.dropped && policy_.validate) CONVPLAN_RETURN_IF_ERROR(validate(e));
+    report(e, policy_.validate ? "checked" : "not checked", ms_since(t0));
+    if (!e.dropped) return &e;
+  }
+  return nullptr;
+}
+
+StatusOr<Entry*> TuneRun::choose_from(size_t begin, size_t end, bool budgeted) {
+  if (policy_.mode == TuneMode::kHeuristic) return first_valid_in_rank_order(begin, end);
+  CONVPLAN_RETURN_IF_ERROR(time_range(begin, end, budgeted));
+  CONVPLAN_ASSIGN_OR_RETURN(Entry* chosen, validate_in_order_of_speed(begin, end));
+  bool deferred = false;
+  for (size_t i = begin; i < end; ++i) deferred = deferred || !entries_[i].deferred.empty();
+  if (chosen != nullptr || !deferred) return chosen;
+  // Every precompiled finalist failed: the runtime-compiled ones left out get their turn.
+  for (size_t i = begin; i < end; ++i) entries_[i].deferred.clear();
+  CONVPLAN_RETURN_IF_ERROR(screen_where(begin, end, false, true));
+  CONVPLAN_RETURN_IF_ERROR(finish_timing(begin, end));
+  return validate_in_order_of_speed(begin, end);
+}
+
+void TuneRun::report(const Entry& e, const char* phase, double wall_ms) const {
+  if (policy_.verbose < 2 || !e.evaluated) return;
+  const CandidateResult& r = e.result;
+  std::string line = "  " + r.config.to_string() + " [" + to_string(e.source) + " rank " +
+                     std::to_string(r.rank) + "; notes " +
+                     (r.notes == 0 ? std::string("none") : notes_to_string(r.notes)) +
+                     "; workspace " + std::to_string(r.workspace_bytes) + " B]";
+  if (r.median_ms >= 0) line += " median " + format_ms(r.median_ms) + " ms";
+  if (r.relative_error >= 0) line += " error " + format_g(r.relative_error);
+  const std::string what = e.dropped ? r.outcome : e.validated ? "ok" : std::string(phase);
+  say(line + " (" + format_ms(wall_ms) + " ms): " + what);
 }
 
 StatusOr<TuningRecord> TuneRun::run() {
@@ -840,8 +1051,9 @@ StatusOr<TuningRecord> TuneRun::run() {
     ScopedMs timer(phases_.candidates);
     CONVPLAN_RETURN_IF_ERROR(gather_candidates());
   }
-  CONVPLAN_RETURN_IF_ERROR(evaluate_range(0, entries_.size(), policy_.mode == TuneMode::kExhaustive));
-  if (!any_survivor_) {
+  CONVPLAN_ASSIGN_OR_RETURN(Entry* chosen, choose_from(0, entries_.size(),
+                                                       policy_.mode == TuneMode::kExhaustive));
+  if (chosen == nullptr) {
     auto fallback = [&] {
       ScopedMs timer(phases_.candidates);
       return backend_.candidates(handle_, problem_, CandidateSource::kFallback);
@@ -853,40 +1065,55 @@ StatusOr<TuningRecord> TuneRun::run() {
       say("no candidate survived; trying " + std::to_string(entries_.size() - begin) +
           " fallback engines");
     }
-    CONVPLAN_RETURN_IF_ERROR(evaluate_range(begin, entries_.size(), false));
+    CONVPLAN_ASSIGN_OR_RETURN(chosen, choose_from(begin, entries_.size(), false));
   }
-  if (!any_survivor_) {
+  if (chosen == nullptr) {
     const std::string why = summary_.empty() ? "the backend offered no candidate (heuristics and "
                                                "fallback)"
                                              : summary_.to_string();
     return not_supported("no engine left for " + problem_.to_string() + ": " + why);
   }
-
-  // The fastest median; among those within kTieFraction of it, the best rank (entries_ is in
-  // rank order, so the first within reach).
-  const Entry* chosen = nullptr;
-  for (const Entry& e : entries_) {
-    if (!e.survived) continue;
-    if (policy_.mode == TuneMode::kHeuristic || best_median_ < 0 ||
-        e.result.median_ms <= best_median_ * (1 + kTieFraction)) {
-      chosen = &e;
-      break;
+  if ((chosen->result.notes & kNoteRuntimeCompilation) != 0) {
+    if (chosen->plan == nullptr) CONVPLAN_RETURN_IF_ERROR(admit(*chosen));  // released while slow
+    auto json = chosen->plan != nullptr ? chosen->plan->to_json()
+                                        : StatusOr<std::string>(internal_error("no plan"));
+    if (json.ok()) {
+      chosen->plan_json = std::move(json).value();
+    } else if (policy_.verbose >= 2) {
+      say("no JSON for runtime-compiled " + chosen->result.config.to_string() + ": " +
+          json.status().message());
     }
   }
-  if (chosen == nullptr) return internal_error("a candidate survived but none was chosen");
+  return make_record(*chosen);
+}
 
+TuningRecord TuneRun::make_record(Entry& chosen) {
   TuningRecord record;
   record.set_key(record_key(device_, problem_, policy_));
-  record.config = chosen->result.config;
-  record.notes = chosen->result.notes;
-  record.time_ms = chosen->result.median_ms;
-  record.workspace_bytes = chosen->result.workspace_bytes;
-  record.plan_json = chosen->plan_json;
+  record.config = chosen.result.config;
+  record.notes = chosen.result.notes;
+  record.time_ms = chosen.result.median_ms;
+  record.workspace_bytes = chosen.result.workspace_bytes;
+  record.plan_json = chosen.plan_json;
   record.tuned_at_unix = static_cast<int64_t>(std::time(nullptr));
   int timed = 0;
-  for (const Entry& e : entries_) {
-    if (!e.evaluated) continue;
+  for (Entry& e : entries_) {
     if (!e.result.times_ms.empty()) ++timed;
+    if (!e.deferred.empty()) {
+      CandidateResult r;
+      r.config = e.candidate.config;
+      r.notes = e.candidate.notes;
+      r.rank = e.candidate.rank;
+      r.outcome = "not tried: " + e.deferred;
+      record.candidates.push_back(std::move(r));
+      continue;
+    }
+    if (!e.evaluated) continue;
+    if (!e.dropped && !e.validated && &e != &chosen) {
+      // Losers on time need no check (issue 21): only a plan that can be served is validated.
+      e.result.outcome = "not validated: slower than the choice";
+      if (!e.timing_stopped.empty()) e.result.outcome += "; timing stopped: " + e.timing_stopped;
+    }
     record.candidates.push_back(e.result);
   }
   record.tuning_ms = ms_since(start_);
@@ -897,12 +1124,33 @@ StatusOr<TuningRecord> TuneRun::run() {
         ", workspace " + std::to_string(record.workspace_bytes) + " B, notes " +
         (record.notes == 0 ? std::string("none") : notes_to_string(record.notes)) + "; " +
         std::to_string(record.candidates.size()) + " candidates, " + std::to_string(timed) +
-        " timed, in " + format_ms(record.tuning_ms) + " ms (candidates " +
+        " timed, " + std::to_string(validation_runs_) + " checked, in " + format_ms(record.tuning_ms) + " ms (candidates " +
         format_ms(phases_.candidates) + ", data and reference " + format_ms(phases_.data) +
         ", builds " + format_ms(phases_.build) + ", checks " + format_ms(phases_.check) +
         ", timing " + format_ms(phases_.timing) + ")");
   }
   return record;
+}
+
+StatusOr<OutputCheck> TuneRun::check(Plan& plan) {
+  CONVPLAN_ASSIGN_OR_RETURN(device_, backend_.device_of(handle_));
+  Entry e;
+  e.evaluated = true;
+  e.candidate.config = plan.config();
+  e.candidate.notes = plan.notes();
+  e.result.config = plan.config();
+  e.result.notes = plan.notes();
+  e.result.workspace_bytes = plan.workspace_bytes();
+  e.plan = PlanPtr(&plan, PlanRelease{false});
+  CONVPLAN_RETURN_IF_ERROR(validate(e));
+  OutputCheck c;
+  c.passed = e.validated;
+  c.relative_error = e.result.relative_error;
+  c.tolerance = relative_error_tolerance(problem_, e.result.notes);
+  c.elements_checked = static_cast<int64_t>(check_offsets_.size());
+  c.full = reference_ready_ && c.elements_checked == output().shape.elements();
+  if (!c.passed) c.failure = e.result.outcome;
+  return c;
 }
 
 }  // namespace
@@ -926,8 +1174,29 @@ StatusOr<TuningRecord> Tuner::tune(cudnnHandle_t handle, const ConvProblem& prob
   CONVPLAN_RETURN_IF_ERROR(problem.validate());
   if (backend_ == nullptr) return invalid_argument("Tuner has no backend");
   DeviceAllocator& alloc = allocator != nullptr ? *allocator : backend_->default_allocator(handle);
+  if (policy.mode == TuneMode::kBackground) {  // the cache runs it in the background; here, limited
+    TunePolicy limited = policy;
+    limited.mode = TuneMode::kLimited;
+    TuneRun run(*backend_, handle, problem, limited, options_, alloc);
+    return run.run();
+  }
   TuneRun run(*backend_, handle, problem, policy, options_, alloc);
   return run.run();
+}
+
+StatusOr<OutputCheck> Tuner::check(cudnnHandle_t handle, const ConvProblem& problem, Plan& plan,
+                                   DeviceAllocator* allocator) {
+  CONVPLAN_RETURN_IF_ERROR(problem.validate());
+  if (backend_ == nullptr) return invalid_argument("Tuner has no backend");
+  if (plan.handle() != handle) {
+    return Status(StatusCode::kWrongHandle,
+                  "Tuner::check: the plan of " + plan.config().to_string() +
+                      " was built on another handle than the one given");
+  }
+  DeviceAllocator& alloc = allocator != nullptr ? *allocator : backend_->default_allocator(handle);
+  const TunePolicy policy;  // validation on, nothing printed
+  TuneRun run(*backend_, handle, problem, policy, options_, alloc);
+  return run.check(plan);
 }
 
 }  // namespace convplan

@@ -113,5 +113,24 @@ TEST_F(OutputCheckGpuTest, ThisBuildRunsOnTheDevicesArchitecture) {
   EXPECT_TRUE(backend_->device_of(ctx_->handle()).ok());
 }
 
+// The tuner's inputs made on the device (issue 21) must be the host's values bit for bit, or the
+// reference computed from the seed would check the engines against other inputs.
+TEST_F(OutputCheckGpuTest, DeviceFillHashedMatchesTheHostFillBitForBit) {
+  const int64_t n = (int64_t{1} << 22) + 13;  // many blocks, and a ragged end
+  for (DataType t : {DataType::kFloat, DataType::kHalf, DataType::kBFloat16, DataType::kDouble}) {
+    SCOPED_TRACE(to_string(t));
+    const size_t bytes = static_cast<size_t>(n * size_of(t));
+    auto on_device = DeviceBuffer::allocate(backend_->default_allocator(ctx_->handle()), bytes);
+    auto by_host = DeviceBuffer::allocate(backend_->default_allocator(ctx_->handle()), bytes);
+    ASSERT_TRUE(on_device.ok() && by_host.ok());
+    ASSERT_TRUE(backend_->fill_hashed(ctx_->handle(), on_device->get(), t, n, 99).ok());
+    ASSERT_TRUE(backend_->Backend::fill_hashed(ctx_->handle(), by_host->get(), t, n, 99).ok());
+    std::vector<uint8_t> a(bytes), b(bytes);
+    ASSERT_TRUE(backend_->copy_to_host(ctx_->handle(), a.data(), on_device->get(), bytes).ok());
+    ASSERT_TRUE(backend_->copy_to_host(ctx_->handle(), b.data(), by_host->get(), bytes).ok());
+    EXPECT_TRUE(a == b);
+  }
+}
+
 }  // namespace
 }  // namespace convplan

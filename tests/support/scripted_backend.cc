@@ -222,6 +222,28 @@ std::atomic<int>& ScriptedBackend::in_use(cudnnHandle_t handle) {
   return *slot;
 }
 
+namespace {
+class ScriptedOwnedHandle final : public OwnedHandle {
+ public:
+  ScriptedOwnedHandle(cudnnHandle_t handle, std::atomic<int64_t>& live)
+      : handle_(handle), live_(live) {
+    ++live_;
+  }
+  ~ScriptedOwnedHandle() override { --live_; }
+  cudnnHandle_t get() const override { return handle_; }
+
+ private:
+  cudnnHandle_t handle_;
+  std::atomic<int64_t>& live_;
+};
+}  // namespace
+
+StatusOr<std::unique_ptr<OwnedHandle>> ScriptedBackend::create_handle(int ordinal) {
+  const cudnnHandle_t h = scripted_handle(1000 + static_cast<int>(created_handles++));
+  set_device(h, default_device(ordinal));
+  return std::unique_ptr<OwnedHandle>(std::make_unique<ScriptedOwnedHandle>(h, live_handles));
+}
+
 void ScriptedBackend::set_device(cudnnHandle_t handle, DeviceInfo device) {
   std::lock_guard<std::mutex> lock(mu_);
   devices_[handle] = std::move(device);

@@ -65,6 +65,8 @@ class ScriptedBackend final : public Backend {
   // --- Backend ---
   std::string name() const override { return "scripted"; }
   StatusOr<DeviceInfo> device_of(cudnnHandle_t handle) override;
+  // Handles 1000, 1001, ... on default_device(ordinal); counted in created_handles/live_handles.
+  StatusOr<std::unique_ptr<OwnedHandle>> create_handle(int ordinal) override;
   StatusOr<std::vector<Candidate>> candidates(cudnnHandle_t handle, const ConvProblem& problem,
                                               CandidateSource source) override;
   StatusOr<std::vector<KnobInfo>> knobs(cudnnHandle_t handle, const ConvProblem& problem,
@@ -114,6 +116,8 @@ class ScriptedBackend final : public Backend {
   std::atomic<int64_t> concurrent_handle_uses{0};     // two threads in one handle at once
   std::atomic<int64_t> live_plans{0};
   std::atomic<int64_t> live_allocations{0};
+  std::atomic<int64_t> created_handles{0};
+  std::atomic<int64_t> live_handles{0};
 
   const ScriptedEngine* engine(int64_t id) const;
 

@@ -302,7 +302,7 @@ bool measure_rows(Session& session, const BenchOptions& o, const MeasureOptions&
       r.measured = std::move(m);
       if (o.verify) {
         CONVPLAN_ASSIGN_OR_RETURN(Verification v,
-                                  verify(session, p, tensors, r.measured->notes, 2 + i));
+                                  verify(session, p));
         r.verification = v;
         if (!v.passed) verify_failed = true;
       }

@@ -51,7 +51,7 @@ std::optional<int> measure(Session& session, const ConvProblem& problem, const R
   }
   r.m = *measured;
   if (o.verify) {
-    StatusOr<Verification> v = verify(session, problem, *tensors, r.m.notes, 2);
+    StatusOr<Verification> v = verify(session, problem);
     if (!v.ok()) return fail(exit_code_for(v.status()), "verification: " + v.status().to_string());
     r.verification = *v;
   }

@@ -44,6 +44,7 @@ class Session {
   cudnnHandle_t handle() const { return context_.handle(); }
   cudaStream_t stream() const { return context_.stream(); }
   Backend& backend() { return *backend_; }
+  const std::shared_ptr<Backend>& shared_backend() const { return backend_; }
   PlanCache& cache() { return *cache_; }
   const TunePolicy& policy() const { return policy_; }
   const DeviceInfo& device() const { return device_; }
@@ -51,6 +52,7 @@ class Session {
   // Where the tuning database is ("" when off) and what opening it reported.
   const std::string& db_path() const { return db_path_; }
   const DbOpenReport* db_report() const { return db_ ? &db_->report() : nullptr; }
+  TuningDatabase* database() { return db_.get(); }  // null when off
 
  private:
   Session(CudnnContext context, std::shared_ptr<Backend> backend);
@@ -96,7 +98,8 @@ struct Measurement {
   int64_t workspace_bytes = 0;
   double tuning_ms = 0;         // wall time of the PlanCache::acquire that found or tuned the plan
   double first_result_ms = 0;   // from the acquire's start until its first execute had finished
-  std::string source;           // "tuned", "database" or "memory" (this process had it)
+  std::string source;           // "tuned", "database", "memory" (this process had it) or
+                                // "provisional" (background mode: tuning goes on meanwhile)
   std::vector<float> times_ms;  // Backend::time: CUDA events around each run
   TimeSummary time;
 };
@@ -112,13 +115,13 @@ struct Verification {
   int64_t elements_checked = 0;
   bool full = false;  // the whole output (else a random sample of it)
   bool passed = false;
+  std::string failure;  // why not, as the tuner words a rejected candidate
 };
-// Runs the problem once through PlanCache::execute with the output poisoned (NaN bytes; with
-// beta != 0 its random old values are kept instead) and compares the output with
-// reference_convolution (small problems) or reference_convolution_at on 4096 random elements,
-// against relative_error_tolerance(problem, notes). Overwrites the output tensor.
-StatusOr<Verification> verify(Session& session, const ConvProblem& problem,
-                              const DeviceTensors& tensors, NoteSet notes, uint64_t seed);
+// Checks the plan the cache serves for (session's handle, problem) with Tuner::check: the
+// tuner's scratch buffers (fresh inputs, poisoned output, guard bytes), every output element or
+// a sample of them against the float64 reference, relative_error_tolerance. The caller's
+// tensors are not touched.
+StatusOr<Verification> verify(Session& session, const ConvProblem& problem);
 
 // Device memory bandwidth: a 256 MiB device-to-device cudaMemcpyAsync, best of 10, counting the
 // bytes read and written.
@@ -129,8 +132,10 @@ StatusOr<double> measure_copy_gbps(Session& session);
 StatusOr<std::pair<double, std::string>> measure_matrix_tflops(Session& session, DataType data_type,
                                                                bool allow_tensor_cores);
 
-// Rates for problems of (data type, tensor cores), from the flags where given, else measured
-// once each per process.
+// Rates for problems of (data type, tensor cores), from the flags where given, else from the
+// tuning database (device rates of this device model), else measured and kept there: measured
+// once per device model, not on every start (issue 21's set-up goal). Once per process without
+// a database.
 class RateSource {
  public:
   RateSource(std::optional<double> peak_tflops, std::optional<double> peak_gbps)
@@ -139,7 +144,7 @@ class RateSource {
 
  private:
   std::optional<double> peak_tflops_, peak_gbps_;
-  std::optional<double> copy_gbps_;
+  std::optional<std::pair<double, std::string>> copy_;  // rate and source
   std::map<std::pair<DataType, bool>, std::pair<double, std::string>> matrix_;
 };
 

@@ -67,7 +67,7 @@ CLI::Validator finite_number(double min, double max, bool min_exclusive, std::st
 
 const CLI::Validator kTuneMode =
     status_validator([](const std::string& s) { return parse_tune_mode(s).status(); },
-                     "heuristic|limited|exhaustive");
+                     "heuristic|limited|exhaustive|background");
 
 void add_problem_flags(CLI::App* cmd, ProblemFlags& f, int64_t& batch, CLI::Option*& batch_opt,
                        bool with_batch) {
