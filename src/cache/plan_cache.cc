@@ -955,14 +955,15 @@ Status PlanCache::Impl::serve_provisional(HandleState& state, Entry* entry,
 
 Status PlanCache::Impl::upgrade(HandleState& state, Entry* old, const ConvProblem& problem,
                                 PlanRef* out) {
+  bool from_json = false;
   CONVPLAN_ASSIGN_OR_RETURN(std::unique_ptr<Plan> plan,
-                            clone_plan(state.handle, problem, *old->pending->tuned));
+                            clone_plan(state.handle, problem, *old->pending->tuned, &from_json));
   auto* fresh = new Entry(backend_, std::move(plan), old->key);
   fresh->last_used.store(tick_.fetch_add(1, std::memory_order_relaxed), std::memory_order_relaxed);
   bool replaced = false;
   {
-    std::lock_guard<std::mutex> removal(removal_mu_);
-    std::unique_lock<std::shared_mutex> lock(state.mu);
+    MutexLock removal(removal_mu_);
+    WriterLock lock(state.mu);
     auto it = state.plans.find(old->key);
     if (it != state.plans.end() && it->second == old) {
       it->second = fresh;

@@ -1029,7 +1029,7 @@ constexpr const char* kCreateDeviceRatesSql =
 
 StatusOr<DeviceRate> SqliteTuningDatabase::find_device_rate(const std::string& device_model,
                                                             const std::string& name) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   const std::string what = "device rate '" + name + "' of '" + device_model + "'";
   SqliteStatement q;
   int rc = db_.prepare("SELECT value, source, measured_at FROM device_rates "
@@ -1060,7 +1060,7 @@ Status SqliteTuningDatabase::put_device_rate(const DeviceRate& rate) {
     return invalid_argument("device rate '" + rate.name + "': value=" + std::to_string(rate.value) +
                             " (must be > 0)");
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return write_transaction("storing device rate '" + rate.name + "'", [&] {
     int rc = db_.exec(kCreateDeviceRatesSql);
     if (rc != SQLITE_OK) return rc;

@@ -241,9 +241,9 @@ TEST(RecordKeyPostOps, ChainsMakeDistinctKeys) {
   device.name = "NVIDIA H200";
   TunePolicy policy;
   const std::string conv = "g1mb32ic64ih56iw56oc64oh56ow56kh3kw3sh1sw1ph1pw1";
-  const std::string plain = record_key(device, *parse_problem(conv), policy);
-  const std::string relu = record_key(device, *parse_problem("post:relu/" + conv), policy);
-  const std::string bias_relu = record_key(device, *parse_problem("post:bias+relu/" + conv), policy);
+  const std::string plain = record_key(device, *parse_problem(conv), policy).to_string();
+  const std::string relu = record_key(device, *parse_problem("post:relu/" + conv), policy).to_string();
+  const std::string bias_relu = record_key(device, *parse_problem("post:bias+relu/" + conv), policy).to_string();
   EXPECT_NE(plain, relu);
   EXPECT_NE(relu, bias_relu);
   EXPECT_NE(bias_relu.find("post:bias+relu"), std::string::npos) << bias_relu;

@@ -79,8 +79,7 @@ TEST(HashedInputsTest, SampledReferenceOverSeedsEqualsItOverFilledBuffers) {
       const std::vector<uint8_t> x = expected_bytes(t, seeds.x, p.x_shape().span_elements());
       const std::vector<uint8_t> w = expected_bytes(t, seeds.w, p.w_shape().span_elements());
       const std::vector<uint8_t> y = expected_bytes(t, seeds.y, p.y_shape().span_elements());
-      const char out = p.output_tensor();
-      const TensorShape os = out == 'x' ? p.x_shape() : out == 'w' ? p.w_shape() : p.y_shape();
+      const TensorShape os = p.shape_of(p.output_tensor());
       std::vector<int64_t> offsets;
       for (int64_t o = 0; o < os.span_elements(); o += 3) offsets.push_back(o);
       std::vector<double> from_buffers, from_seeds;

@@ -321,9 +321,7 @@ TEST_F(TunerTest, CheckPassesARightPlanAndRejectsAWrongOneWithoutTouchingTheCall
     ASSERT_TRUE(good.ok()) << good.status().to_string();
     EXPECT_TRUE(good->passed) << good->failure;
     EXPECT_TRUE(good->full);
-    EXPECT_EQ(good->elements_checked, p.output_tensor() == 'y'   ? p.y_shape().elements()
-                                      : p.output_tensor() == 'x' ? p.x_shape().elements()
-                                                                 : p.w_shape().elements());
+    EXPECT_EQ(good->elements_checked, p.shape_of(p.output_tensor()).elements());
     EXPECT_LE(good->relative_error, good->tolerance);
     EXPECT_EQ(good->tolerance, relative_error_tolerance(p, 0));
     auto bad = sampling.check(handle_, p, **wrong);
