@@ -6,8 +6,8 @@
 
 conv() runs on torch.cuda.current_stream(), takes its output and workspace from PyTorch's caching
 allocator, and has a backward through convplan's bwd_data and bwd_filter (grad-bias is grad y
-summed over all but the channels). It is the custom op convplan::conv (with fake implementations and
-autograd) wherever torch.compile, a dispatch mode (FakeTensor, make_fx, functionalization), a
+summed over all but the channels). It is the custom op convplan::conv (with fake implementations
+and autograd) wherever torch.compile, a dispatch mode (FakeTensor, make_fx, functionalization), a
 functorch transform or the JIT tracer looks on; CUDA graph capture takes either path. In plain
 eager mode it skips the dispatcher: a call that needs no gradient goes straight to C++ (the host
 cost of a tiny call is below F.conv2d's), one that needs a gradient goes through a plain

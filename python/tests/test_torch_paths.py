@@ -133,9 +133,10 @@ def test_double_backward_raises_rather_than_giving_wrong_second_derivatives(laun
 
 
 @pytest.mark.parametrize("grad", [True, False])
-def test_tracing_goes_through_the_custom_op(launches, grad):
-    """make_fx runs under a dispatch mode, as torch.compile's tracing does: the graph must hold
-    convplan's ops, not what one eager call did."""
+@pytest.mark.parametrize("mode", ["real", "fake"])
+def test_tracing_goes_through_the_custom_op(launches, grad, mode):
+    """make_fx runs under a dispatch mode, as torch.compile's tracing does (on real tensors, or on
+    FakeTensors): the graph must hold convplan's op, not what one eager call did."""
     from torch.fx.experimental.proxy_tensor import make_fx
     x = make((2, 4, 6, 6), torch.contiguous_format, 12)
     w = make((4, 2, 3, 3), torch.contiguous_format, 13)
@@ -144,6 +145,7 @@ def test_tracing_goes_through_the_custom_op(launches, grad):
         with torch.set_grad_enabled(grad):
             return cpt.conv(x, w, padding=1, groups=2)
 
-    code = make_fx(f, tracing_mode="fake")(x, w).code
+    code = make_fx(f, tracing_mode=mode)(x, w).code
     assert "convplan.conv" in code
-    assert launches.op_calls == 1 and launches.directions == []
+    assert launches.op_calls == 1
+    assert launches.directions == (["fwd"] if mode == "real" else [])
