@@ -27,6 +27,8 @@ class CpuLaunches:
         monkeypatch.setattr(cpt, "_run", self.run)
         monkeypatch.setattr(cpt, "_check_inputs", lambda *args: None)  # CPU tensors allowed
         monkeypatch.setattr(cpt, "_conv_op", counted_op)
+        # The op's own calls (context 0) take the default context: one without a database.
+        monkeypatch.setattr(convplan, "_default", convplan.Context(db="off"))
 
     def run(self, ctx, shape, direction, device, x, w, y, like):
         self.directions.append(direction)
