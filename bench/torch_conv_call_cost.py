@@ -2,9 +2,11 @@
 """Host time per call of convplan.torch beside PyTorch's F.conv2d, on the tiny problem of
 bench/torch_call_cost.py (n1 c8 k8 8x8, 3x3, pad 1, fp32, NCHW, TF32 off, no_grad): batches of
 1000 calls, the stream synchronized after each batch inside the timed region. Rows: F.conv2d,
-a converted nn.Conv2d, convplan.torch.conv, the custom op torch.ops.convplan.conv (what autograd and
-torch.compile call), and F.conv2d / the converted module with a bias. Prints a table and writes
-JSON to --json. A benchmark: it asserts nothing.
+a converted nn.Conv2d, convplan.torch.conv, the custom op torch.ops.convplan.conv (what torch.compile
+and tracing call), and F.conv2d / the converted module with a bias. Prints a table and writes
+JSON to --json. Then the training path (grad enabled): one call's forward and backward (grad x and
+grad w) for F.conv2d, convplan.torch.conv (eager: a plain autograd.Function) and the custom op.
+A benchmark: it asserts nothing.
 """
 import argparse
 import json
@@ -12,18 +14,18 @@ import statistics
 import time
 
 
-def per_call_us(fn, batches):
+def per_call_us(fn, batches, calls=1000):
     import torch
-    for _ in range(2000):
+    for _ in range(2 * calls):
         fn()
     torch.cuda.synchronize()
     out = []
     for _ in range(batches):
         t0 = time.perf_counter()
-        for _ in range(1000):
+        for _ in range(calls):
             fn()
         torch.cuda.synchronize()
-        out.append((time.perf_counter() - t0) / 1000 * 1e6)
+        out.append((time.perf_counter() - t0) / calls * 1e6)
     return statistics.median(out), out
 
 
@@ -62,13 +64,34 @@ def main():
         for name, fn in rows:
             med, batches = per_call_us(fn, args.batches)
             results.append({"name": name, "us_per_call": med, "batches_us": batches})
+    # The training path: forward and backward (grad x and grad w) of one call, grad enabled.
+    xg = x.clone().requires_grad_()
+    wg = w.clone().requires_grad_()
+    gy = torch.randn(1, 8, 8, 8, device="cuda")
+
+    def train_call(conv_fn):
+        def call():
+            torch.autograd.grad(conv_fn(xg, wg), (xg, wg), gy)
+        return call
+
+    for name, fn in (("torch F.conv2d forward + backward", train_call(
+                         lambda a, b: F.conv2d(a, b, padding=1))),
+                     ("convplan.torch.conv forward + backward", train_call(
+                         lambda a, b: cpt.conv(a, b, padding=1))),
+                     ("custom op forward + backward (torch.compile's path)", train_call(
+                         lambda a, b: op(a, b, [1, 1], [1, 1], [1, 1], [1, 1], 1, 0)))):
+        med, batches = per_call_us(fn, args.batches, calls=200)  # ~0.1 ms a call
+        results.append({"name": name, "us_per_call": med, "batches_us": batches})
     base = results[0]["us_per_call"]
-    print(f"Host time per call, n1c8k8 8x8 3x3 fp32 NCHW, no_grad (median of {args.batches} "
-          f"batches of 1000; torch {torch.__version__}, {torch.cuda.get_device_name()})")
+    train_base = results[len(rows)]["us_per_call"]
+    print(f"Host time per call, n1c8k8 8x8 3x3 fp32 NCHW, no_grad but for the backward rows "
+          f"(median of {args.batches} batches of 1000 calls, of 200 with backward; "
+          f"torch {torch.__version__}, {torch.cuda.get_device_name()})")
     print("| call | us per call | / F.conv2d |")
     print("|---|---|---|")
-    for r in results:
-        print(f"| {r['name']} | {r['us_per_call']:.2f} | {r['us_per_call'] / base:.2f} |")
+    for i, r in enumerate(results):
+        ref = base if i < len(rows) else train_base  # backward rows: / F.conv2d's backward row
+        print(f"| {r['name']} | {r['us_per_call']:.2f} | {r['us_per_call'] / ref:.2f} |")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"format": "convplan-torch-call-cost", "rows": results,

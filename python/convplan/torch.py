@@ -5,11 +5,13 @@
     n = cpt.convert(model)                          # nn.Conv1d/2d/3d -> convplan, in place
 
 conv() runs on torch.cuda.current_stream(), takes its output and workspace from PyTorch's caching
-allocator, and has a backward through convplan's bwd_data and bwd_filter (grad-bias is autograd's
-reduction of the bias add). It is the custom op convplan::conv (with fake implementations and
-autograd), so torch.compile and CUDA graph capture take it. In eager mode, a call that needs no
-gradient skips the dispatcher and goes straight to C++ (the host cost of a tiny call is below
-F.conv2d's).
+allocator, and has a backward through convplan's bwd_data and bwd_filter (grad-bias is grad y
+summed over all but the channels). It is the custom op convplan::conv (with fake implementations
+and autograd) wherever torch.compile, a dispatch mode (FakeTensor, make_fx, functionalization), a
+functorch transform or the JIT tracer looks on; CUDA graph capture takes either path. In plain
+eager mode it skips the dispatcher: a call that needs no gradient goes straight to C++ (the host
+cost of a tiny call is below F.conv2d's), one that needs a gradient goes through a plain
+torch.autograd.Function calling the same C++ (the custom op's dispatch costs ~200 us a call).
 
 The layout comes from the strides: channels_last (or channels_last_3d) when x or the weight is in
 it, as PyTorch decides, else contiguous; a tensor in neither is copied into it. fp32 uses TF32
@@ -223,7 +225,7 @@ class _Shape:
 
     __slots__ = ("geometry", "fmt", "channels_last", "x_ok", "w_ok", "x_shape", "w_shape",
                  "y_shape", "x_strides", "w_strides", "y_strides", "dtype", "tf32", "problems",
-                 "workspace", "empty")
+                 "workspace", "empty", "bias_view", "bias_dims")
 
     def __init__(self, g: _Geometry, fmt, x_shape, w_shape, dtype, tf32: bool, x_ok=True,
                  w_ok=True):
@@ -240,6 +242,9 @@ class _Shape:
         self.problems = {}
         self.workspace = {}
         self.empty = 0 in self.x_shape or 0 in self.w_shape
+        spatial = len(self.x_shape) - 2
+        self.bias_view = (1, -1) + (1,) * spatial  # the bias broadcast over y
+        self.bias_dims = (0,) + tuple(range(2, 2 + spatial))  # what grad-bias sums over
 
     def problem(self, direction: str):
         p = self.problems.get(direction)
@@ -303,17 +308,27 @@ def _run(ctx, shape: _Shape, direction: str, device: int, x: Tensor, w: Tensor, 
     raise _cp.Error(f"convplan: {problem} could not be launched after planning")
 
 
-def _forward(ctx, g: _Geometry, x: Tensor, w: Tensor) -> Tensor:
-    shape = _forward_shape(g, x, w)
+def _in_format(shape: _Shape, x: Tensor, w: Tensor):
     if not shape.x_ok:
         x = x.contiguous(memory_format=shape.fmt)
     if not shape.w_ok:
         w = w.contiguous(memory_format=shape.fmt)
+    return x, w
+
+
+def _forward_planned(ctx, shape: _Shape, x: Tensor, w: Tensor) -> Tensor:
+    """y for x and w already in shape's format."""
     y = x.new_empty_strided(shape.y_shape, shape.y_strides)
     if shape.empty:
         return y.zero_()
     _run(ctx, shape, "fwd", x.get_device(), x, w, y, x)
     return y
+
+
+def _forward(ctx, g: _Geometry, x: Tensor, w: Tensor) -> Tensor:
+    shape = _forward_shape(g, x, w)
+    x, w = _in_format(shape, x, w)
+    return _forward_planned(ctx, shape, x, w)
 
 
 def _backward_data(ctx, g: _Geometry, grad_y: Tensor, w: Tensor, x_shape, channels_last) -> Tensor:
@@ -449,24 +464,81 @@ _conv_op.register_autograd(_conv_backward, setup_context=_setup_context)
 # The public functions
 
 
-def _needs_graph(x: Tensor, w: Tensor, bias: Optional[Tensor]) -> bool:
+# Eager mode: plain tensors, and none of torch.compile, a dispatch mode (FakeTensorMode, make_fx,
+# functionalization, ...), a functorch transform or the JIT tracer, which all need the ops.
+_PLAIN_TYPES = (Tensor, nn.Parameter)
+_dispatch_modes = torch._C._len_torch_dispatch_stack
+_functorch_active = getattr(torch._C, "_are_functorch_transforms_active", None) or (lambda: False)
+_jit_tracing = torch._C._get_tracing_state
+
+
+def _is_eager(x: Tensor, w: Tensor, bias: Optional[Tensor]) -> bool:
     if _is_compiling():
-        return True
-    return torch.is_grad_enabled() and (x.requires_grad or w.requires_grad or
-                                        (bias is not None and bias.requires_grad))
+        return False
+    return (type(x) in _PLAIN_TYPES and type(w) in _PLAIN_TYPES
+            and (bias is None or type(bias) in _PLAIN_TYPES) and _dispatch_modes() == 0
+            and not _functorch_active() and _jit_tracing() is None)
+
+
+class _ConvFunction(torch.autograd.Function):
+    """convplan::conv's autograd in eager mode, without the dispatcher (whose custom-op layers
+    cost about 200 us a call, forward and backward): the same _run calls as the ops, the bias add
+    and its gradient included. The backward runs on the autograd engine's thread, on the stream
+    the engine makes current there (the forward's), with that thread's own cuDNN handle."""
+
+    @staticmethod
+    def forward(ctx, x, w, bias, shape, context):
+        x, w = _in_format(shape, x, w)
+        y = _forward_planned(context, shape, x, w)
+        if bias is not None:
+            y.add_(bias.view(shape.bias_view))
+        ctx.save_for_backward(x, w)
+        ctx.shape, ctx.context = shape, context
+        return y
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad_y):
+        x, w = ctx.saved_tensors
+        shape, context = ctx.shape, ctx.context
+        needs_x, needs_w, needs_b = ctx.needs_input_grad[:3]
+        grad_y = grad_y.contiguous(memory_format=shape.fmt)
+        device = grad_y.get_device()
+        grad_x = grad_w = grad_b = None
+        if needs_x:
+            grad_x = grad_y.new_empty_strided(shape.x_shape, shape.x_strides)
+            if shape.empty:
+                grad_x.zero_()
+            else:
+                _run(context, shape, "bwd_data", device, grad_x, w, grad_y, grad_y)
+        if needs_w:
+            grad_w = grad_y.new_empty_strided(shape.w_shape, shape.w_strides)
+            if shape.empty:
+                grad_w.zero_()
+            else:
+                _run(context, shape, "bwd_filter", device, x, grad_w, grad_y, grad_y)
+        if needs_b:
+            grad_b = grad_y.sum(shape.bias_dims)
+        return grad_x, grad_w, grad_b, None, None
 
 
 def _conv(g: _Geometry, x: Tensor, w: Tensor, bias: Optional[Tensor], context) -> Tensor:
     if bias is not None and (bias.dtype != x.dtype or bias.get_device() != x.get_device()):
         _check_inputs(x, w, bias, g.groups)
-    if _needs_graph(x, w, bias):
-        y = _conv_op(x, w, list(g.stride), list(g.before), list(g.after), list(g.dilation),
-                     g.groups, _context_id(context))
-        return y if bias is None else y + bias.view((1, -1) + (1,) * (x.dim() - 2))
-    y = _forward(context or _cp.default_context(), g, x, w)
-    if bias is not None:
-        y.add_(bias.view((1, -1) + (1,) * (x.dim() - 2)))
-    return y
+    if _is_eager(x, w, bias):
+        shape = _forward_shape(g, x, w)
+        context = context or _cp.default_context()
+        if torch.is_grad_enabled() and (x.requires_grad or w.requires_grad or
+                                        (bias is not None and bias.requires_grad)):
+            return _ConvFunction.apply(x, w, bias, shape, context)
+        x, w = _in_format(shape, x, w)
+        y = _forward_planned(context, shape, x, w)
+        if bias is not None:
+            y.add_(bias.view(shape.bias_view))
+        return y
+    y = _conv_op(x, w, list(g.stride), list(g.before), list(g.after), list(g.dilation),
+                 g.groups, _context_id(context))
+    return y if bias is None else y + bias.view((1, -1) + (1,) * (x.dim() - 2))
 
 
 def conv(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, stride=1, padding=0,

@@ -31,8 +31,10 @@ def _suite_descriptors():
         for line in open(path):
             line = line.split("#")[0].split()
             if len(line) >= 3:
-                desc = line[2]
-                out.append(desc if "mb" in desc else "mb32" + desc)
+                # The batch goes after the flags ("post:bias+relu/ic3..."), where the parser
+                # reads the shape.
+                flags, slash, shape = line[2].rpartition("/")
+                out.append(flags + slash + (shape if "mb" in shape else "mb32" + shape))
     return out
 
 

@@ -196,7 +196,7 @@ def test_cpu_input_raises_or_falls_back_and_is_counted():
     cpt.convert(strict, context=ctx)
     x = torch.randn(1, 2, 5, 5)
     with pytest.raises(cpt.UnsupportedError, match="CUDA tensors only"):
-        strict(x)  # through the custom op (the weight requires grad)
+        strict(x)  # the autograd path (the weight requires grad)
     with torch.no_grad(), pytest.raises(cpt.UnsupportedError, match="CUDA tensors only"):
         strict(x)  # the direct path
     plain = nn.Sequential(nn.Conv2d(2, 3, 3, padding=1, padding_mode="reflect"))

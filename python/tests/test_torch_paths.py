@@ -1,0 +1,153 @@
+"""Which path convplan.torch takes, without a GPU: plain eager calls (with or without a gradient)
+never go through the custom op convplan::conv, and calls under a dispatch mode (make_fx, as
+torch.compile's tracing) always do. convplan's launches are replaced by PyTorch's convolution on
+the CPU (float64), so that the autograd wiring (which directions run, the bias gradient, the
+layouts) is checked against F.conv*d's gradients. Skips without torch."""
+import pytest
+
+torch = pytest.importorskip("torch", reason="torch is not installed")
+import torch.nn.functional as F  # noqa: E402
+
+import convplan  # noqa: E402
+import convplan.torch as cpt  # noqa: E402
+
+
+class CpuLaunches:
+    """Stands in for convplan's launches (cpt._run) and counts the custom op's calls."""
+
+    def __init__(self, monkeypatch):
+        self.directions = []
+        self.op_calls = 0
+        real_op = cpt._conv_op
+
+        def counted_op(*args):
+            self.op_calls += 1
+            return real_op(*args)
+
+        monkeypatch.setattr(cpt, "_run", self.run)
+        monkeypatch.setattr(cpt, "_check_inputs", lambda *args: None)  # CPU tensors allowed
+        monkeypatch.setattr(cpt, "_conv_op", counted_op)
+        # The op's own calls (context 0) take the default context: one without a database.
+        monkeypatch.setattr(convplan, "_default", convplan.Context(db="off"))
+
+    def run(self, ctx, shape, direction, device, x, w, y, like):
+        self.directions.append(direction)
+        g = shape.geometry
+        pads = []
+        for before, after in reversed(list(zip(g.before, g.after))):
+            pads += [before, after]
+        fn = (F.conv1d, F.conv2d, F.conv3d)[len(shape.x_shape) - 3]
+
+        def conv(a, b):
+            return fn(F.pad(a, pads), b, stride=g.stride, dilation=g.dilation, groups=g.groups)
+
+        if direction == "fwd":
+            y.copy_(conv(x, w))
+            return
+        # bwd_data writes x (grad x), bwd_filter writes w (grad w); y holds grad y.
+        with torch.enable_grad():
+            xs, ws = x.detach().clone().requires_grad_(), w.detach().clone().requires_grad_()
+            gx, gw = torch.autograd.grad(conv(xs, ws), (xs, ws), y)
+        (x if direction == "bwd_data" else w).copy_(gx if direction == "bwd_data" else gw)
+
+
+@pytest.fixture
+def launches(monkeypatch):
+    return CpuLaunches(monkeypatch)
+
+
+@pytest.fixture(scope="module")
+def context():
+    return convplan.Context(db="off")
+
+
+def make(shape, fmt, seed, grad=True):
+    t = torch.randn(shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    return t.contiguous(memory_format=fmt).requires_grad_(grad)
+
+
+# (spatial dims, memory format, stride, padding, dilation, groups)
+CASES = [(1, torch.contiguous_format, 2, ((2, 1),), 2, 2),
+         (2, torch.contiguous_format, (2, 1), ((1, 0), (0, 1)), (1, 2), 2),
+         (2, torch.channels_last, 1, 1, 1, 1),
+         (3, torch.channels_last_3d, (1, 2, 1), ((1, 1), (0, 1), (1, 0)), 1, 4)]
+
+
+@pytest.mark.parametrize("d, fmt, stride, padding, dilation, groups", CASES)
+def test_eager_gradients_skip_the_custom_op_and_match_pytorch(launches, context, d, fmt, stride,
+                                                              padding, dilation, groups):
+    x = make((2, 8) + (7,) * d, fmt, 1)
+    w = make((12, 8 // groups) + (3,) * d, fmt, 2)
+    b = make((12,), torch.contiguous_format, 3)
+    y = cpt.conv(x, w, b, stride=stride, padding=padding, dilation=dilation, groups=groups,
+                 context=context)
+    assert type(y.grad_fn).__name__ == "_ConvFunctionBackward"
+    gy = make(y.shape, fmt, 4, grad=False)
+    gx, gw, gb = torch.autograd.grad(y, (x, w, b), gy)
+
+    xt, wt, bt = (t.detach().clone().requires_grad_() for t in (x, w, b))
+    pads = padding if not isinstance(padding, int) else ((padding, padding),) * d
+    flat = [p for pair in reversed(pads) for p in pair]
+    fn = (F.conv1d, F.conv2d, F.conv3d)[d - 1]
+    yt = fn(F.pad(xt, flat), wt, bt, stride=stride, dilation=dilation, groups=groups)
+    tx, tw, tb = torch.autograd.grad(yt, (xt, wt, bt), gy)
+    for ours, theirs in ((y, yt), (gx, tx), (gw, tw), (gb, tb)):
+        torch.testing.assert_close(ours, theirs)
+    if d > 1:
+        assert y.is_contiguous(memory_format=fmt) and gx.is_contiguous(memory_format=fmt)
+        assert gw.is_contiguous(memory_format=fmt)
+    assert launches.op_calls == 0
+    assert launches.directions == ["fwd", "bwd_data", "bwd_filter"]
+
+
+def test_only_the_gradients_asked_for_are_computed(launches, context):
+    x = make((2, 4, 6, 6), torch.contiguous_format, 5, grad=False)
+    w = make((4, 4, 3, 3), torch.contiguous_format, 6)
+    y = cpt.conv(x, w, padding=1, context=context)
+    y.sum().backward()
+    assert w.grad is not None and x.grad is None
+    assert launches.directions == ["fwd", "bwd_filter"]
+    frozen = w.detach()
+    x.requires_grad_()
+    cpt.conv(x, frozen, padding=1, context=context).sum().backward()
+    assert launches.directions[2:] == ["fwd", "bwd_data"]
+    assert launches.op_calls == 0
+
+
+def test_no_grad_calls_skip_autograd_and_the_custom_op(launches, context):
+    x = make((1, 3, 5, 5), torch.contiguous_format, 7)
+    w = make((2, 3, 3, 3), torch.contiguous_format, 8)
+    b = make((2,), torch.contiguous_format, 9)
+    with torch.no_grad():
+        y = cpt.conv(x, w, b, padding=1, context=context)
+    assert y.grad_fn is None and not y.requires_grad
+    torch.testing.assert_close(y, F.conv2d(x, w, b, padding=1))
+    assert launches.op_calls == 0 and launches.directions == ["fwd"]
+
+
+def test_double_backward_raises_rather_than_giving_wrong_second_derivatives(launches, context):
+    x = make((1, 2, 5, 5), torch.contiguous_format, 10)
+    w = make((2, 2, 3, 3), torch.contiguous_format, 11)
+    (gx,) = torch.autograd.grad(cpt.conv(x, w, context=context).square().sum(), (x,),
+                                create_graph=True)
+    with pytest.raises(RuntimeError, match="once_differentiable|does not require grad"):
+        gx.sum().backward()
+
+
+@pytest.mark.parametrize("grad", [True, False])
+@pytest.mark.parametrize("mode", ["real", "fake"])
+def test_tracing_goes_through_the_custom_op(launches, grad, mode):
+    """make_fx runs under a dispatch mode, as torch.compile's tracing does (on real tensors, or on
+    FakeTensors): the graph must hold convplan's op, not what one eager call did."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+    x = make((2, 4, 6, 6), torch.contiguous_format, 12)
+    w = make((4, 2, 3, 3), torch.contiguous_format, 13)
+
+    def f(x, w):
+        with torch.set_grad_enabled(grad):
+            return cpt.conv(x, w, padding=1, groups=2)
+
+    code = make_fx(f, tracing_mode=mode)(x, w).code
+    assert "convplan.conv" in code
+    assert launches.op_calls == 1
+    assert launches.directions == (["fwd"] if mode == "real" else [])
