@@ -1,6 +1,10 @@
-// The transform kernel: a gather with the destination written in 16-byte vectors, indices in
-// 32 bits where every offset fits.
+// The transform kernels. Channels-last copies whose rows split into 16-byte vectors (the stems)
+// take the row-staged kernel (row_stage.h: whole source rows through shared memory, 16-byte loads
+// and stores); the rest take a gather with the destination written in 16-byte vectors, indices
+// in 32 bits where every offset fits.
 #include "rewrites/transform_kernels.h"
+
+#include "rewrites/row_stage.h"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -110,6 +114,86 @@ __global__ void __launch_bounds__(kThreads) fast_scaled_kernel(TransformDesc t, 
   }
 }
 
+// The row-staged fast path (row_stage.h): a block stages the source rows of R destination rows
+// with coalesced loads of kUnit bytes, then writes the R rows (contiguous) in 16-byte vectors.
+// The column map is read as 16-byte vectors too, so that a warp's reads of it do not conflict.
+template <typename T, typename Unit>
+__global__ void __launch_bounds__(kStageThreads) staged_copy_kernel(TransformDesc t, RowPlan p,
+                                                                    const T* __restrict__ src,
+                                                                    T* __restrict__ dst) {
+  constexpr int V = 16 / sizeof(T);
+  extern __shared__ __align__(16) unsigned char smem[];
+  int32_t* columns = reinterpret_cast<int32_t*>(smem);
+  int32_t* addend = reinterpret_cast<int32_t*>(smem + p.addend_at);
+  int64_t* source = reinterpret_cast<int64_t*>(smem + p.source_at);
+  T* stage = reinterpret_cast<T*>(smem + p.stage_at);
+  const int32_t tid = static_cast<int32_t>(threadIdx.x);
+  for (int32_t i = tid; i < p.dst_len; i += kStageThreads) columns[i] = column_source(t, p, i);
+  const uint32_t units = p.load_div.divisor;  // loads per source row
+  const int32_t tiles = (p.rows + p.rows_per_tile - 1) / p.rows_per_tile;
+  for (int32_t tile = static_cast<int32_t>(blockIdx.x); tile < tiles; tile += static_cast<int32_t>(gridDim.x)) {
+    const int32_t row0 = tile * p.rows_per_tile;
+    const int32_t n = min(p.rows_per_tile, p.rows - row0);
+    __syncthreads();  // the previous tile's reads of the stage are done
+    if (tid < n * p.staged) {
+      const int32_t r = tid / p.staged;
+      int32_t add = 0;
+      source[tid] = staged_row_source(t, p, row0 + r, tid - r * p.staged, &add);
+      if (tid == r * p.staged) addend[r] = add;
+    }
+    __syncthreads();
+    Unit* staged = reinterpret_cast<Unit*>(stage);
+    const uint32_t loads = static_cast<uint32_t>(n * p.staged) * units;
+    // kBatch loads in flight per thread before their stores: one block's stage is 16 KB.
+    constexpr uint32_t kBatch = 4;
+    for (uint32_t u0 = tid; u0 < loads; u0 += kBatch * kStageThreads) {
+      Unit v[kBatch];
+#pragma unroll
+      for (uint32_t q = 0; q < kBatch; ++q) {
+        const uint32_t u = u0 + q * kStageThreads;
+        v[q] = Unit{};
+        if (u < loads) {
+          const uint32_t k = fast_div(p.load_div, u);
+          const int64_t from = source[k];
+          if (from >= 0) v[q] = __ldg(reinterpret_cast<const Unit*>(src + from) + (u - k * units));
+        }
+      }
+#pragma unroll
+      for (uint32_t q = 0; q < kBatch; ++q) {
+        if (u0 + q * kStageThreads < loads) staged[u0 + q * kStageThreads] = v[q];
+      }
+    }
+    __syncthreads();
+    T* out = dst + static_cast<int64_t>(row0) * p.dst_len;
+    const uint32_t vectors = static_cast<uint32_t>(n * p.dst_len / V);
+    for (uint32_t g = tid; g < vectors; g += kStageThreads) {
+      const uint32_t at = g * V;
+      const uint32_t r = fast_div(p.dst_len_div, at);
+      const uint32_t i = at - r * static_cast<uint32_t>(p.dst_len);
+      int32_t col[V];
+      if constexpr (V >= 4) {
+#pragma unroll
+        for (int q = 0; q < V / 4; ++q) {
+          const int4 c4 = reinterpret_cast<const int4*>(columns + i)[q];
+          col[4 * q] = c4.x;
+          col[4 * q + 1] = c4.y;
+          col[4 * q + 2] = c4.z;
+          col[4 * q + 3] = c4.w;
+        }
+      } else {
+        const int2 c2 = *reinterpret_cast<const int2*>(columns + i);
+        col[0] = c2.x;
+        col[1] = c2.y;
+      }
+      const T* row = stage + static_cast<int32_t>(r) * p.staged * p.src_len + addend[r];
+      Vec<T, V> o;
+#pragma unroll
+      for (int j = 0; j < V; ++j) o.v[j] = col[j] < 0 ? T(0) : row[col[j]];
+      reinterpret_cast<Vec<T, V>*>(out)[g] = o;
+    }
+  }
+}
+
 int64_t blocks_for(int64_t work) {
   const int64_t b = (work + kThreads - 1) / kThreads;
   return b < 1 ? 1 : (b > (int64_t{1} << 20) ? (int64_t{1} << 20) : b);
@@ -187,6 +271,34 @@ int launch_fast_layout(const TransformDesc& t, const void* src, void* dst, cudaS
   }
 }
 
+// The row-staged path where it applies (make_row_plan); false: use the gather.
+bool try_launch_staged(const TransformDesc& t, const void* src, void* dst, cudaStream_t stream,
+                       int* error) {
+  RowPlan p;
+  if (!make_row_plan(t, reinterpret_cast<uintptr_t>(src), reinterpret_cast<uintptr_t>(dst), &p)) {
+    return false;
+  }
+  const int32_t tiles = (p.rows + p.rows_per_tile - 1) / p.rows_per_tile;
+  const int32_t grid = tiles < 8192 ? tiles : 8192;
+  auto launch = [&](auto tag) {
+    using T = decltype(tag);
+    if (p.load_unit == 16) {
+      staged_copy_kernel<T, uint4><<<grid, kStageThreads, p.smem_bytes, stream>>>(
+          t, p, static_cast<const T*>(src), static_cast<T*>(dst));
+    } else {
+      staged_copy_kernel<T, T><<<grid, kStageThreads, p.smem_bytes, stream>>>(
+          t, p, static_cast<const T*>(src), static_cast<T*>(dst));
+    }
+  };
+  switch (t.elem_bytes) {
+    case 2: launch(uint16_t{}); break;
+    case 8: launch(uint64_t{}); break;
+    default: launch(uint32_t{}); break;
+  }
+  *error = static_cast<int>(cudaPeekAtLastError());
+  return true;
+}
+
 }  // namespace
 
 int launch_transform(const TransformDesc& desc, const void* src, void* dst, cudaStream_t stream) {
@@ -194,6 +306,8 @@ int launch_transform(const TransformDesc& desc, const void* src, void* dst, cuda
   if (!fits_32(desc)) return launch_indexed<int64_t>(desc, src, dst, stream);
   TransformDesc t = desc;
   prepare_fast(t);
+  int error = 0;
+  if (try_launch_staged(t, src, dst, stream, &error)) return error;
   const bool last = t.dst_mem_to_logical[t.spatial_dims + 1] == 1 && t.spatial_dims > 0;
   return last ? launch_fast_layout<true>(t, src, dst, stream)
               : launch_fast_layout<false>(t, src, dst, stream);

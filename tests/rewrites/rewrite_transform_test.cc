@@ -7,9 +7,17 @@
 
 #include "convplan/rewrite.h"
 #include "rewrites/rewrite_internal.h"
+#include "rewrites/row_stage.h"
 
 namespace convplan {
 namespace {
+
+// Elements a tensor of these dims and strides spans.
+int64_t span_of(const int64_t* dims, const int64_t* strides) {
+  int64_t last = 0;
+  for (int i = 0; i < rewrites::kMaxRank; ++i) last += (dims[i] - 1) * strides[i];
+  return last + 1;
+}
 
 // Offset of logical element (i0, c, s0, s1, s2) in `shape` (a 1-3 D tensor; missing dims are 0).
 int64_t at(const TensorShape& shape, int64_t i0, int64_t c, const int64_t s[3]) {
@@ -129,6 +137,110 @@ TEST_P(TransformTwin, KernelFastPathMatchesTheGenericGather) {
   }
 }
 
+// The row-staged kernel (row_stage.h), emulated on the host tile by tile through the kernel's own
+// index functions, writes every destination element as source_offset() says, for element sizes
+// 2, 4 and 8 (16-byte vectors of 8, 4 and 2 elements). Returns whether the fast path applied.
+bool expect_row_staged_matches(const rewrites::TransformDesc& desc, int32_t elem_bytes,
+                               const std::string& what) {
+  rewrites::TransformDesc t = desc;
+  t.elem_bytes = elem_bytes;
+  rewrites::prepare_fast(t);
+  rewrites::RowPlan plan;
+  if (!rewrites::make_row_plan(t, 0x1000, 0x2000, &plan)) return false;
+  const int64_t src_elements = t.to_rewritten ? span_of(t.a_dims, t.a_strides)
+                                              : span_of(t.b_dims, t.b_strides);
+  std::vector<unsigned char> src(static_cast<size_t>(src_elements * elem_bytes));
+  std::mt19937 rng(11);
+  for (unsigned char& b : src) b = static_cast<unsigned char>(rng() | 1);  // no zero bytes
+  std::vector<unsigned char> got(static_cast<size_t>(t.dst_elements * elem_bytes), 0xee);
+  rewrites::emulate_row_staged(t, plan, src.data(), got.data());
+  int64_t mismatches = 0;
+  for (int64_t i = 0; i < t.dst_elements; ++i) {
+    const int64_t from = rewrites::source_offset(t, i);
+    for (int32_t k = 0; k < elem_bytes; ++k) {
+      const unsigned char want = from < 0 ? 0 : src[static_cast<size_t>(from * elem_bytes + k)];
+      mismatches += got[static_cast<size_t>(i * elem_bytes + k)] != want ? 1 : 0;
+    }
+  }
+  EXPECT_EQ(mismatches, 0) << what << " elem_bytes=" << elem_bytes << " rows=" << plan.rows
+                           << " R=" << plan.rows_per_tile << " S=" << plan.staged;
+  return true;
+}
+
+TEST_P(TransformTwin, RowStagedFastPathMatchesTheGenericGather) {
+  auto p = parse_problem(GetParam());
+  ASSERT_TRUE(p.ok()) << p.status().to_string();
+  int applied = 0;
+  for (const Rewrite& r : applicable_rewrites(*p)) {
+    for (char t : {'x', 'w', 'y'}) {
+      if (!r.transforms(t)) continue;
+      for (bool to : {true, false}) {
+        const rewrites::TransformDesc d = rewrites::transform_desc(r, t, to, 1.0, 0.0);
+        for (int32_t e : {2, 4, 8}) {
+          applied += expect_row_staged_matches(d, e, r.name() + " " + t + (to ? " to" : " from")) ? 1 : 0;
+        }
+      }
+    }
+  }
+  // Channels-last problems all have some transform whose rows split into vectors of 2.
+  if (p->layout == Layout::kChannelsLast) {
+    EXPECT_GT(applied, 0) << "the row-staged path never applied";
+  } else {
+    EXPECT_EQ(applied, 0) << "channels-first is not row-staged";
+  }
+}
+
+// The bench's cases (the stems, small batch) take the row-staged path and stay exact; a
+// misaligned destination, alpha/beta or channels-first fall back to the gather.
+TEST(RowStaged, CoversTheStemsAndFallsBackElsewhere) {
+  struct Case {
+    const char* problem;
+    const char* rewrite;
+    bool to;
+  };
+  const Case cases[] = {
+      {"dt:bf16,layout:nhwc/mb2ic3ih224iw224oc64kh7kw7sh2sw2ph3pw3", "s2d2", true},
+      {"dt:bf16,layout:nhwc/mb2ic3ih224iw224oc64kh7kw7sh2sw2ph3pw3", "s2d2c8", true},
+      {"dt:bf16,layout:nhwc/mb2ic3ih224iw224oc64kh7kw7sh2sw2ph3pw3", "c4", true},
+      {"dir:bwd_data,dt:bf16,layout:nhwc/mb2ic3ih224iw224oc64kh7kw7sh2sw2ph3pw3", "s2d2", false},
+      {"dt:bf16,layout:nhwc/mb2ic3ih224iw224oc64kh11kw11sh4sw4ph2pw2", "s2d4", true},
+      {"dir:bwd_data,dt:bf16,layout:nhwc/mb2ic3ih224iw224oc64kh11kw11sh4sw4ph2pw2", "s2d4", false},
+      {"dt:bf16,layout:nhwc/mb1ic3id16ih56iw56oc32kd3kh7kw7sd2sh2sw2pd1ph3pw3", "s2d2", true},
+      {"dir:bwd_data,dt:bf16,layout:nhwc/mb1ic3id16ih56iw56oc32kd3kh7kw7sd2sh2sw2pd1ph3pw3", "s2d2", false},
+  };
+  for (const Case& c : cases) {
+    auto p = parse_problem(c.problem);
+    auto spec = RewriteSpec::parse(c.rewrite);
+    ASSERT_TRUE(p.ok() && spec.ok()) << c.problem;
+    auto r = make_rewrite(*p, *spec);
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    const rewrites::TransformDesc d = rewrites::transform_desc(*r, 'x', c.to, 1.0, 0.0);
+    EXPECT_TRUE(expect_row_staged_matches(d, 2, std::string(c.problem) + " " + c.rewrite))
+        << c.problem << " " << c.rewrite << ": not row-staged";
+    rewrites::TransformDesc t = d;
+    rewrites::prepare_fast(t);
+    rewrites::RowPlan plan;
+    EXPECT_FALSE(rewrites::make_row_plan(t, 0x1000, 0x2002, &plan)) << "misaligned destination";
+    EXPECT_TRUE(rewrites::make_row_plan(t, 0x1002, 0x2000, &plan));
+    EXPECT_EQ(plan.load_unit, 2) << "a misaligned source is staged element by element";
+  }
+  auto p = parse_problem("dir:bwd_data,dt:bf16,layout:nhwc/mb2ic3ih224iw224oc64kh7kw7sh2sw2ph3pw3");
+  ASSERT_TRUE(p.ok());
+  auto r = make_rewrite(*p, {2, 1, 1});
+  ASSERT_TRUE(r.ok());
+  rewrites::TransformDesc scaled = rewrites::transform_desc(*r, 'x', false, 1.0, 1.0);
+  rewrites::prepare_fast(scaled);
+  rewrites::RowPlan plan;
+  EXPECT_FALSE(rewrites::make_row_plan(scaled, 0x1000, 0x2000, &plan)) << "alpha/beta";
+  auto nchw = parse_problem("dt:bf16/mb2ic3ih224iw224oc64kh7kw7sh2sw2ph3pw3");
+  ASSERT_TRUE(nchw.ok());
+  auto rn = make_rewrite(*nchw, {2, 1, 1});
+  ASSERT_TRUE(rn.ok());
+  rewrites::TransformDesc first = rewrites::transform_desc(*rn, 'x', true, 1.0, 0.0);
+  rewrites::prepare_fast(first);
+  EXPECT_FALSE(rewrites::make_row_plan(first, 0x1000, 0x2000, &plan)) << "channels-first";
+}
+
 TEST(FastDiv, DividesLikeTheHardware) {
   std::mt19937_64 rng(5);
   for (uint32_t d : {1u, 2u, 3u, 5u, 7u, 12u, 48u, 112u, 224u, 1000u, 65537u, 123456789u}) {
@@ -150,7 +262,13 @@ INSTANTIATE_TEST_SUITE_P(
                       "layout:nhwc/mb1ic2id6ih5iw7oc3kd3kh3kw3sd2sh2sw2pd1ph0pw1",
                       "mb3ic1iw23oc4kw11sw4pw5rw2",
                       "dir:bwd_data,layout:nhwc/mb2ic3ih11iw11oc7kh7kw7sh4sw4ph3pw3",
-                      "dir:bwd_filter/mb2ic5ih8iw8oc3kh2kw2sh2sw2"));
+                      "dir:bwd_filter/mb2ic5ih8iw8oc3kh2kw2sh2sw2",
+                      // Rows that split into 16-byte vectors, so the row-staged path applies.
+                      "layout:nhwc/mb3ic4ih10iw8oc6kh5kw3sh2sw2ph2pw1",
+                      "dir:bwd_data,layout:nhwc/mb2ic2ih13iw16oc8kh7kw5sh2sw2ph3pw1",
+                      "dir:bwd_filter,layout:nhwc/mb2ic1ih12iw16oc5kh4kw4sh4sw4ph1pw2",
+                      "layout:nhwc/mb2ic3iw32oc4kw9sw4pw3",
+                      "dir:bwd_data,layout:nhwc/mb1ic2id6ih8iw8oc4kd3kh3kw3sd2sh2sw2pd1ph1pw1"));
 
 TEST(TransformTwin, HalfTypesRoundOnceAndZeroFill) {
   auto p = parse_problem("dt:bf16,layout:nhwc/mb1ic3ih5iw5oc4kh3kw3sh2sw2ph1pw1");
