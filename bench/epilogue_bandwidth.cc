@@ -18,43 +18,12 @@
 #include <nlohmann/json.hpp>
 
 #include "convplan/problem.h"
+#include "cuda_timing.h"
 #include "epilogues/epilogue.h"
 
 namespace {
 
 using convplan::ConvProblem;
-
-#define CHECK_CUDA(call)                                                                    \
-  do {                                                                                      \
-    const cudaError_t e_ = (call);                                                          \
-    if (e_ != cudaSuccess) {                                                                \
-      std::fprintf(stderr, "%s: %s\n", #call, cudaGetErrorString(e_));                     \
-      std::exit(1);                                                                         \
-    }                                                                                       \
-  } while (0)
-
-// Median of `runs` event-timed calls of fn after 3 warm-ups, in ms.
-template <typename Fn>
-float median_ms(cudaStream_t s, Fn fn, int runs = 21) {
-  cudaEvent_t a, b;
-  CHECK_CUDA(cudaEventCreate(&a));
-  CHECK_CUDA(cudaEventCreate(&b));
-  for (int i = 0; i < 3; ++i) fn();
-  std::vector<float> t;
-  for (int i = 0; i < runs; ++i) {
-    CHECK_CUDA(cudaEventRecord(a, s));
-    fn();
-    CHECK_CUDA(cudaEventRecord(b, s));
-    CHECK_CUDA(cudaEventSynchronize(b));
-    float ms = 0;
-    CHECK_CUDA(cudaEventElapsedTime(&ms, a, b));
-    t.push_back(ms);
-  }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
 
 struct Shape {
   const char* name;

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "convplan/cudnn_backend.h"
+#include "cuda_timing.h"
 #include "convplan/rewrite.h"
 #include "rewrites/rewrite_internal.h"
 #include "rewrites/transform_kernels.h"
@@ -42,36 +43,6 @@ constexpr Case kCases[] = {
     {"3-D stem fwd x", "dt:bf16,layout:nhwc/mb2ic3id32ih112iw112oc32kd3kh7kw7sd2sh2sw2pd1ph3pw3", "s2d2", 'x', true},
 };
 
-#define CHECK_CUDA(e)                                                                 \
-  do {                                                                                \
-    cudaError_t rc_ = (e);                                                            \
-    if (rc_ != cudaSuccess) {                                                         \
-      std::fprintf(stderr, "%s: %s\n", #e, cudaGetErrorString(rc_));                  \
-      std::exit(1);                                                                   \
-    }                                                                                 \
-  } while (0)
-
-template <typename F>
-double median_ms(cudaStream_t stream, F f) {
-  cudaEvent_t a, b;
-  CHECK_CUDA(cudaEventCreate(&a));
-  CHECK_CUDA(cudaEventCreate(&b));
-  for (int i = 0; i < 3; ++i) f();
-  std::vector<float> t;
-  for (int i = 0; i < 20; ++i) {
-    CHECK_CUDA(cudaEventRecord(a, stream));
-    f();
-    CHECK_CUDA(cudaEventRecord(b, stream));
-    CHECK_CUDA(cudaEventSynchronize(b));
-    float ms = 0;
-    CHECK_CUDA(cudaEventElapsedTime(&ms, a, b));
-    t.push_back(ms);
-  }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
 
 int64_t bytes_of(const convplan::ConvProblem& p, char t) {
   const convplan::TensorShape s = t == 'x' ? p.x_shape() : t == 'w' ? p.w_shape() : p.y_shape();
