@@ -15,15 +15,16 @@
 #include <optional>
 #include <string_view>
 
+#include "convplan/export.h"
 #include "convplan/status.h"
 
 namespace convplan {
 
 // The value of `name`, or nullopt when it is unset.
-std::optional<std::string_view> env_value(const char* name);
+CONVPLAN_EXPORT std::optional<std::string_view> env_value(const char* name);
 
-StatusOr<bool> parse_bool_value(std::string_view name, std::string_view text);
-StatusOr<int64_t> parse_int_value(std::string_view name, std::string_view text, int64_t min,
+CONVPLAN_EXPORT StatusOr<bool> parse_bool_value(std::string_view name, std::string_view text);
+CONVPLAN_EXPORT StatusOr<int64_t> parse_int_value(std::string_view name, std::string_view text, int64_t min,
                                   int64_t max);
 // A finite number in [min, max] (or (min, max] with min_exclusive).
 StatusOr<double> parse_number_value(std::string_view name, std::string_view text, double min,

@@ -25,18 +25,18 @@ CONVPLAN_EXPORT Status reference_convolution(const ConvProblem& problem, std::ve
 // residual of residual_shape().span_elements(), in their layouts; either may be empty when the
 // chain does not use it (the overload above passes both empty). kInvalidArgument naming the
 // tensor when the chain needs one that is too small.
-Status reference_convolution(const ConvProblem& problem, std::vector<double>& x,
+CONVPLAN_EXPORT Status reference_convolution(const ConvProblem& problem, std::vector<double>& x,
                              std::vector<double>& w, std::vector<double>& y,
                              const std::vector<double>& bias, const std::vector<double>& residual);
 
 // The chain's value at one output element: v the convolution's (alpha applied), bias the bias of
 // the element's channel, residual the residual tensor's element (each read only when the chain
 // has that op). Float64 throughout; the formulas are those of problem.h.
-double apply_post_ops(const PostOps& chain, double v, double bias, double residual);
+CONVPLAN_EXPORT double apply_post_ops(const PostOps& chain, double v, double bias, double residual);
 
 // Host buffers of the chain's tensors for reference_convolution_at, of the problem's data type
 // and in the layouts of bias_shape() and residual_shape(); null where the chain has no such op.
-struct PostOpTensors {
+struct CONVPLAN_EXPORT PostOpTensors {
   const void* bias = nullptr;
   const void* residual = nullptr;
 };
@@ -52,23 +52,23 @@ CONVPLAN_EXPORT Status reference_convolution_at(const ConvProblem& problem, cons
                                 std::vector<double>& out);
 // The same with the chain's tensors (kInvalidArgument naming the tensor the chain needs and
 // `post` lacks).
-Status reference_convolution_at(const ConvProblem& problem, const void* x, const void* w,
+CONVPLAN_EXPORT Status reference_convolution_at(const ConvProblem& problem, const void* x, const void* w,
                                 const void* y, PostOpTensors post,
                                 const std::vector<int64_t>& offsets, std::vector<double>& out);
 
 // The tuner's input data (the same on the host and on the device): the value of the element at
 // `offset` (in elements) of a tensor filled from `seed`, a multiple of 1/128 in [-1, 1], exact in
 // every floating data type. Backend::fill_hashed writes a tensor of these.
-double hashed_input_value(uint64_t seed, int64_t offset);
+CONVPLAN_EXPORT double hashed_input_value(uint64_t seed, int64_t offset);
 // The seeds of three tensors filled with hashed_input_value.
-struct HashedInputs {
+struct CONVPLAN_EXPORT HashedInputs {
   uint64_t x = 0, w = 0, y = 0;
 };
 // reference_convolution_at over tensors filled from seeds instead of host buffers: the values
 // it reads are computed, so no host copy of the inputs is needed. The output tensor's seed gives
 // its old values (read only when beta != 0). The values are those of the problem's data type
 // (every hashed value is exact in every floating type).
-Status reference_convolution_at_hashed(const ConvProblem& problem, const HashedInputs& seeds,
+CONVPLAN_EXPORT Status reference_convolution_at_hashed(const ConvProblem& problem, const HashedInputs& seeds,
                                        const std::vector<int64_t>& offsets,
                                        std::vector<double>& out);
 // Conversions between doubles and the problem's data type in host memory (fp16 and bf16 with

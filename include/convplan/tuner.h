@@ -39,7 +39,7 @@ struct CONVPLAN_EXPORT TunerOptions {
 };
 
 // What one check of a plan's output found (Tuner::check).
-struct OutputCheck {
+struct CONVPLAN_EXPORT OutputCheck {
   bool passed = false;
   double relative_error = -1;  // vs the float64 reference; -1 when the plan did not get that far
   double tolerance = -1;       // relative_error_tolerance(problem, the plan's notes)
