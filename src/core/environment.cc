@@ -48,7 +48,11 @@ StatusOr<int64_t> parse_int_value(std::string_view name, std::string_view text, 
                                   int64_t max) {
   int64_t v = 0;
   const auto r = std::from_chars(text.data(), text.data() + text.size(), v);
-  const std::string range = "[" + std::to_string(min) + ", " + std::to_string(max) + "]";
+  std::string range = "[";  // appended: see core/quoted.h (GCC 12's false -Wrestrict at -O3)
+  range += std::to_string(min);
+  range += ", ";
+  range += std::to_string(max);
+  range += "]";
   if (r.ec == std::errc::result_out_of_range) return value_error(name, text, "out of range " + range);
   if (text.empty() || r.ec != std::errc() || r.ptr != text.data() + text.size())
     return value_error(name, text, "not a whole number");

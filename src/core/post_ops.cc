@@ -31,9 +31,12 @@ Status token_error(std::string_view token, size_t pos, const std::string& what) 
 // One token of the chain ("relu", "add", "add*0.5") into op.
 Status parse_token(std::string_view token, size_t pos, PostOp& op) {
   if (token.empty()) {
-    return invalid_argument("empty post-op at " + std::to_string(pos) +
-                            " in the chain (ops are joined by a single '+': " + kPostOpAccepted +
-                            ")");
+    std::string what = "empty post-op at ";  // appended: see core/quoted.h
+    what += std::to_string(pos);
+    what += " in the chain (ops are joined by a single '+': ";
+    what += kPostOpAccepted;
+    what += ")";
+    return invalid_argument(what);
   }
   const size_t star = token.find('*');
   const std::string_view name = token.substr(0, star);
@@ -51,8 +54,8 @@ Status parse_token(std::string_view token, size_t pos, PostOp& op) {
   const auto r = std::from_chars(digits.data(), digits.data() + digits.size(), scale);
   if (digits.empty() || r.ec != std::errc() || r.ptr != digits.data() + digits.size() ||
       !std::isfinite(scale)) {
-    return token_error(token, pos, "has scale '" + std::string(digits) +
-                                       "', which is not a finite number");
+    return token_error(token, pos,
+                       "has scale " + detail::quoted(digits) + ", which is not a finite number");
   }
   op.scale = scale == 0.0 ? 0.0 : scale;  // -0 reads as 0, as equal problems must print alike
   return ok_status();
@@ -92,7 +95,10 @@ std::string PostOps::to_string() const {
     const PostOp& op = ops[static_cast<size_t>(i)];
     if (i > 0) s += '+';
     s += convplan::to_string(op.kind);
-    if (op.kind == PostOpKind::kAdd && op.scale != 1.0) s += "*" + format_scale(op.scale);
+    if (op.kind == PostOpKind::kAdd && op.scale != 1.0) {
+      s += '*';
+      s += format_scale(op.scale);
+    }
   }
   return s;
 }
@@ -111,8 +117,10 @@ StatusOr<PostOps> PostOps::parse(std::string_view text) {
                                            " (a chain has one bias and one add at most)");
     }
     if (chain.count == kMaxPostOps) {
-      return token_error(token, start, "is one op too many (at most " +
-                                           std::to_string(kMaxPostOps) + ")");
+      std::string what = "is one op too many (at most ";  // appended: see core/quoted.h
+      what += std::to_string(kMaxPostOps);
+      what += ")";
+      return token_error(token, start, what);
     }
     chain.push(op.kind, op.scale);
     if (end == text.size()) break;

@@ -109,11 +109,21 @@ Status read_string(const Json& j, const std::string& path, std::string* out) {
   return ok_status();
 }
 
+// "=V REST", built by appending: "=" + std::to_string(v) trips GCC 12's false -Wrestrict at -O3
+// (see core/quoted.h).
+template <typename Int>
+std::string value_text(Int v, const char* rest) {
+  std::string text = "=";
+  text += std::to_string(v);
+  text += rest;
+  return text;
+}
+
 Status read_int64(const Json& j, const std::string& path, int64_t* out) {
   if (j.is_number_unsigned()) {
     uint64_t u = j.get<uint64_t>();
     if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
-      return field_error(path, "=" + std::to_string(u) + " is out of range");
+      return field_error(path, value_text(u, " is out of range"));
     *out = static_cast<int64_t>(u);
     return ok_status();
   }
@@ -129,7 +139,7 @@ Status read_int(const Json& j, const std::string& path, int* out) {
   int64_t v = 0;
   CONVPLAN_RETURN_IF_ERROR(read_int64(j, path, &v));
   if (v < std::numeric_limits<int>::min() || v > std::numeric_limits<int>::max())
-    return field_error(path, "=" + std::to_string(v) + " is out of range");
+    return field_error(path, value_text(v, " is out of range"));
   *out = static_cast<int>(v);
   return ok_status();
 }
@@ -138,7 +148,7 @@ Status read_notes(const Json& j, const std::string& path, NoteSet* out) {
   int64_t v = 0;
   CONVPLAN_RETURN_IF_ERROR(read_int64(j, path, &v));
   if (v < 0 || v > std::numeric_limits<NoteSet>::max())
-    return field_error(path, "=" + std::to_string(v) + " is not a note bit set");
+    return field_error(path, value_text(v, " is not a note bit set"));
   *out = static_cast<NoteSet>(v);
   return ok_status();
 }
