@@ -27,13 +27,13 @@ CONVPLAN_EXPORT StatusOr<bool> parse_bool_value(std::string_view name, std::stri
 CONVPLAN_EXPORT StatusOr<int64_t> parse_int_value(std::string_view name, std::string_view text, int64_t min,
                                   int64_t max);
 // A finite number in [min, max] (or (min, max] with min_exclusive).
-StatusOr<double> parse_number_value(std::string_view name, std::string_view text, double min,
+CONVPLAN_EXPORT StatusOr<double> parse_number_value(std::string_view name, std::string_view text, double min,
                                     double max, bool min_exclusive = false);
 // A byte count >= 0 that fits in int64.
-StatusOr<int64_t> parse_byte_size_value(std::string_view name, std::string_view text);
+CONVPLAN_EXPORT StatusOr<int64_t> parse_byte_size_value(std::string_view name, std::string_view text);
 
 // The variable `name` read with the parser above; `fallback` when it is not given.
-StatusOr<bool> env_bool(const char* name, bool fallback);
-StatusOr<int64_t> env_byte_size(const char* name, int64_t fallback);
+CONVPLAN_EXPORT StatusOr<bool> env_bool(const char* name, bool fallback);
+CONVPLAN_EXPORT StatusOr<int64_t> env_byte_size(const char* name, int64_t fallback);
 
 }  // namespace convplan
