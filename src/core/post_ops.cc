@@ -16,11 +16,15 @@ constexpr const char* kPostOpAccepted =
     "bias, add, add*SCALE, relu, relu6, gelu, gelu_tanh, silu, sigmoid, tanh, elu";
 
 // Shortest decimal that reads back as exactly v (as problem_text.cc prints alpha and beta).
+// The shortest decimal of v, with an exponent's '+' left out ("1e+94" -> "1e94"): '+' joins
+// the ops of a chain, so the canonical text must not hold one (from_chars reads "1e94" alike).
 std::string format_scale(double v) {
   if (v == 0.0) return "0";
   char buf[64];
   const auto r = std::to_chars(buf, buf + sizeof(buf), v);
-  return std::string(buf, r.ptr);
+  std::string text(buf, r.ptr);
+  if (const size_t plus = text.find("e+"); plus != std::string::npos) text.erase(plus + 1, 1);
+  return text;
 }
 
 Status token_error(std::string_view token, size_t pos, const std::string& what) {

@@ -563,7 +563,7 @@ int64_t SqliteTuningDatabase::salvage_rows() {
 
 Status SqliteTuningDatabase::restore_salvaged() {
   if (salvaged_.empty()) return ok_status();
-  Status s = write_transaction("restoring the salvaged records", [&] {
+  Status s = write_transaction("restoring the salvaged records", [&]() REQUIRES(mu_) {
     for (const Row& row : salvaged_) {
       StatusOr<TuningRecord> record = decode_row(row);
       bool written = false;
@@ -1061,7 +1061,7 @@ Status SqliteTuningDatabase::put_device_rate(const DeviceRate& rate) {
                             " (must be > 0)");
   }
   MutexLock lock(mu_);
-  return write_transaction("storing device rate '" + rate.name + "'", [&] {
+  return write_transaction("storing device rate '" + rate.name + "'", [&]() REQUIRES(mu_) {
     int rc = db_.exec(kCreateDeviceRatesSql);
     if (rc != SQLITE_OK) return rc;
     SqliteStatement put;

@@ -44,6 +44,18 @@ TEST(PostOps, CanonicalScale) {
   EXPECT_EQ(PostOps::parse("add*1e-3")->to_string(), "add*0.001");
 }
 
+// Found by the parse_problem fuzzer: a large scale printed as "1.09e+94" put a '+' (the chain's
+// separator) into the canonical text, which then did not parse back.
+TEST(PostOps, LargeScalePrintsWithoutAPlusAndParsesBack) {
+  const std::string huge = "bias+add*1" + std::string(94, '0') + "+relu";
+  StatusOr<PostOps> chain = PostOps::parse(huge);
+  ASSERT_TRUE(chain.ok()) << chain.status().to_string();
+  EXPECT_EQ(chain->to_string(), "bias+add*1e94+relu");
+  StatusOr<PostOps> again = PostOps::parse(chain->to_string());
+  ASSERT_TRUE(again.ok()) << again.status().to_string();
+  EXPECT_EQ(*again, *chain);
+}
+
 struct BadChain {
   const char* text;
   const char* expected;  // a part of the message
