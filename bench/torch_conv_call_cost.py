@@ -6,12 +6,16 @@ a converted nn.Conv2d, convplan.torch.conv, the custom op torch.ops.convplan.con
 and tracing call), and F.conv2d / the converted module with a bias. Prints a table and writes
 JSON to --json. Then the training path (grad enabled): one call's forward and backward (grad x and
 grad w) for F.conv2d, convplan.torch.conv (eager: a plain autograd.Function) and the custom op.
-A benchmark: it asserts nothing.
+Without the convplan package (or with --torch-only) only PyTorch's rows run: scripts/gpu-bench's
+overhead step sets them beside host_overhead's bare cudnnBackendExecute. A benchmark: it asserts
+nothing.
 """
 import argparse
 import json
 import statistics
 import time
+
+from provenance import provenance
 
 
 def per_call_us(fn, batches, calls=1000):
@@ -33,37 +37,29 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--json", default=None)
     ap.add_argument("--batches", type=int, default=20)
+    ap.add_argument("--torch-only", action="store_true", help="PyTorch's rows only")
     args = ap.parse_args()
     import torch
     import torch.nn.functional as F
-    import convplan
-    import convplan.torch as cpt
     torch.backends.cudnn.benchmark = True
     torch.backends.cudnn.allow_tf32 = False
-    convplan.set_default_context(convplan.Context(db="off"))
+    try:
+        if args.torch_only:
+            raise ImportError("--torch-only")
+        import convplan
+        import convplan.torch as cpt
+    except ImportError as e:
+        print(f"torch_conv_call_cost: PyTorch's rows only ({e})")
+        convplan = None
+    if convplan is not None:
+        convplan.set_default_context(convplan.Context(db="off"))
     x = torch.randn(1, 8, 8, 8, device="cuda")
     w = torch.randn(8, 8, 3, 3, device="cuda")
     conv = torch.nn.Conv2d(8, 8, 3, padding=1, bias=False).cuda()
     conv_b = torch.nn.Conv2d(8, 8, 3, padding=1).cuda()
-    converted = torch.nn.Sequential(torch.nn.Conv2d(8, 8, 3, padding=1, bias=False)).cuda()
-    converted_b = torch.nn.Sequential(torch.nn.Conv2d(8, 8, 3, padding=1)).cuda()
-    cpt.convert(converted)
-    cpt.convert(converted_b)
-    op = torch.ops.convplan.conv.default
-    rows = [
-        ("torch F.conv2d", lambda: F.conv2d(x, w, padding=1)),
-        ("torch nn.Conv2d", lambda: conv(x)),
-        ("convplan converted nn.Conv2d", lambda: converted(x)),
-        ("convplan.torch.conv", lambda: cpt.conv(x, w, padding=1)),
-        ("torch.ops.convplan.conv (custom op)", lambda: op(x, w, [1, 1], [1, 1], [1, 1], [1, 1], 1, 0)),
-        ("torch nn.Conv2d with bias", lambda: conv_b(x)),
-        ("convplan converted nn.Conv2d with bias", lambda: converted_b(x)),
-    ]
-    results = []
-    with torch.no_grad():
-        for name, fn in rows:
-            med, batches = per_call_us(fn, args.batches)
-            results.append({"name": name, "us_per_call": med, "batches_us": batches})
+    rows = [("torch F.conv2d", lambda: F.conv2d(x, w, padding=1)),
+            ("torch nn.Conv2d", lambda: conv(x)),
+            ("torch nn.Conv2d with bias", lambda: conv_b(x))]
     # The training path: forward and backward (grad x and grad w) of one call, grad enabled.
     xg = x.clone().requires_grad_()
     wg = w.clone().requires_grad_()
@@ -74,12 +70,33 @@ def main():
             torch.autograd.grad(conv_fn(xg, wg), (xg, wg), gy)
         return call
 
-    for name, fn in (("torch F.conv2d forward + backward", train_call(
-                         lambda a, b: F.conv2d(a, b, padding=1))),
-                     ("convplan.torch.conv forward + backward", train_call(
-                         lambda a, b: cpt.conv(a, b, padding=1))),
-                     ("custom op forward + backward (torch.compile's path)", train_call(
-                         lambda a, b: op(a, b, [1, 1], [1, 1], [1, 1], [1, 1], 1, 0)))):
+    train_rows = [("torch F.conv2d forward + backward",
+                   train_call(lambda a, b: F.conv2d(a, b, padding=1)))]
+    if convplan is not None:
+        converted = torch.nn.Sequential(torch.nn.Conv2d(8, 8, 3, padding=1, bias=False)).cuda()
+        converted_b = torch.nn.Sequential(torch.nn.Conv2d(8, 8, 3, padding=1)).cuda()
+        cpt.convert(converted)
+        cpt.convert(converted_b)
+        op = torch.ops.convplan.conv.default
+        rows += [
+            ("convplan converted nn.Conv2d", lambda: converted(x)),
+            ("convplan.torch.conv", lambda: cpt.conv(x, w, padding=1)),
+            ("torch.ops.convplan.conv (custom op)",
+             lambda: op(x, w, [1, 1], [1, 1], [1, 1], [1, 1], 1, 0)),
+            ("convplan converted nn.Conv2d with bias", lambda: converted_b(x)),
+        ]
+        train_rows += [
+            ("convplan.torch.conv forward + backward",
+             train_call(lambda a, b: cpt.conv(a, b, padding=1))),
+            ("custom op forward + backward (torch.compile's path)",
+             train_call(lambda a, b: op(a, b, [1, 1], [1, 1], [1, 1], [1, 1], 1, 0))),
+        ]
+    results = []
+    with torch.no_grad():
+        for name, fn in rows:
+            med, batches = per_call_us(fn, args.batches)
+            results.append({"name": name, "us_per_call": med, "batches_us": batches})
+    for name, fn in train_rows:
         med, batches = per_call_us(fn, args.batches, calls=200)  # ~0.1 ms a call
         results.append({"name": name, "us_per_call": med, "batches_us": batches})
     base = results[0]["us_per_call"]
@@ -96,9 +113,10 @@ def main():
         with open(args.json, "w") as f:
             json.dump({"format": "convplan-torch-call-cost", "rows": results,
                        "torch": torch.__version__, "cudnn_torch": torch.backends.cudnn.version(),
-                       "cudnn_convplan": convplan.cudnn_version(),
-                       "gpu": torch.cuda.get_device_name(),
-                       "stats": convplan.default_context().stats()}, f, indent=1)
+                       "cudnn_convplan": convplan.cudnn_version() if convplan else None,
+                       "gpu": torch.cuda.get_device_name(), "provenance": provenance(),
+                       "stats": convplan.default_context().stats() if convplan else None},
+                      f, indent=1)
 
 
 if __name__ == "__main__":
