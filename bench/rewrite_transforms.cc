@@ -27,26 +27,25 @@ struct Case {
   const char* label;
   const char* problem;
   const char* rewrite;
-  char tensor;
+  convplan::TensorRole tensor;
   bool to_rewritten;
 };
 
 constexpr Case kCases[] = {
-    {"stem fwd x", "dt:bf16,layout:nhwc/mb256ic3ih224iw224oc64kh7kw7sh2sw2ph3pw3", "s2d2", 'x', true},
-    {"stem fwd x", "dt:bf16,layout:nhwc/mb256ic3ih224iw224oc64kh7kw7sh2sw2ph3pw3", "s2d2c8", 'x', true},
-    {"stem fwd x", "dt:bf16,layout:nhwc/mb256ic3ih224iw224oc64kh7kw7sh2sw2ph3pw3", "c4", 'x', true},
-    {"stem b32 fwd x", "dt:bf16,layout:nhwc/mb32ic3ih224iw224oc64kh7kw7sh2sw2ph3pw3", "s2d2", 'x', true},
-    {"stem bwd_data dx", "dir:bwd_data,dt:bf16,layout:nhwc/mb256ic3ih224iw224oc64kh7kw7sh2sw2ph3pw3", "s2d2", 'x', false},
-    {"stem f32 nchw x", "mb256ic3ih224iw224oc64kh7kw7sh2sw2ph3pw3", "s2d2", 'x', true},
-    {"alexnet fwd x", "dt:bf16,layout:nhwc/mb64ic3ih224iw224oc64kh11kw11sh4sw4ph2pw2", "s2d4", 'x', true},
-    {"alexnet fwd x", "dt:bf16,layout:nhwc/mb64ic3ih224iw224oc64kh11kw11sh4sw4ph2pw2", "s2d2", 'x', true},
-    {"3-D stem fwd x", "dt:bf16,layout:nhwc/mb2ic3id32ih112iw112oc32kd3kh7kw7sd2sh2sw2pd1ph3pw3", "s2d2", 'x', true},
+    {"stem fwd x", "dt:bf16,layout:nhwc/mb256ic3ih224iw224oc64kh7kw7sh2sw2ph3pw3", "s2d2", convplan::TensorRole::kX, true},
+    {"stem fwd x", "dt:bf16,layout:nhwc/mb256ic3ih224iw224oc64kh7kw7sh2sw2ph3pw3", "s2d2c8", convplan::TensorRole::kX, true},
+    {"stem fwd x", "dt:bf16,layout:nhwc/mb256ic3ih224iw224oc64kh7kw7sh2sw2ph3pw3", "c4", convplan::TensorRole::kX, true},
+    {"stem b32 fwd x", "dt:bf16,layout:nhwc/mb32ic3ih224iw224oc64kh7kw7sh2sw2ph3pw3", "s2d2", convplan::TensorRole::kX, true},
+    {"stem bwd_data dx", "dir:bwd_data,dt:bf16,layout:nhwc/mb256ic3ih224iw224oc64kh7kw7sh2sw2ph3pw3", "s2d2", convplan::TensorRole::kX, false},
+    {"stem f32 nchw x", "mb256ic3ih224iw224oc64kh7kw7sh2sw2ph3pw3", "s2d2", convplan::TensorRole::kX, true},
+    {"alexnet fwd x", "dt:bf16,layout:nhwc/mb64ic3ih224iw224oc64kh11kw11sh4sw4ph2pw2", "s2d4", convplan::TensorRole::kX, true},
+    {"alexnet fwd x", "dt:bf16,layout:nhwc/mb64ic3ih224iw224oc64kh11kw11sh4sw4ph2pw2", "s2d2", convplan::TensorRole::kX, true},
+    {"3-D stem fwd x", "dt:bf16,layout:nhwc/mb2ic3id32ih112iw112oc32kd3kh7kw7sd2sh2sw2pd1ph3pw3", "s2d2", convplan::TensorRole::kX, true},
 };
 
 
-int64_t bytes_of(const convplan::ConvProblem& p, char t) {
-  const convplan::TensorShape s = t == 'x' ? p.x_shape() : t == 'w' ? p.w_shape() : p.y_shape();
-  return s.span_elements() * convplan::size_of(p.data_type);
+int64_t bytes_of(const convplan::ConvProblem& p, convplan::TensorRole t) {
+  return p.shape_of(t).span_elements() * convplan::size_of(p.data_type);
 }
 
 }  // namespace
@@ -94,7 +93,7 @@ int main(int argc, char** argv) {
                 c.to_rewritten ? "to" : "fro", moved / 1e6, ms * 1e3, gbps, copy_gbps,
                 100.0 * gbps / copy_gbps);
     rows.push_back({{"case", c.label}, {"problem", c.problem}, {"rewrite", c.rewrite},
-                    {"tensor", std::string(1, c.tensor)}, {"to_rewritten", c.to_rewritten},
+                    {"tensor", convplan::to_string(c.tensor)}, {"to_rewritten", c.to_rewritten},
                     {"bytes_moved", moved}, {"ms", ms}, {"gbps", gbps}, {"copy_gbps", copy_gbps},
                     {"share_of_copy", gbps / copy_gbps}});
     cudaFree(a);

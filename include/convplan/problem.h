@@ -42,6 +42,8 @@ enum class Layout { kChannelsFirst, kChannelsLast, kExplicit };
 // The three logical tensors (see above). The values are the tensors' order wherever the three
 // are listed together (TensorPointers, reference_convolution's arguments): x, w, y.
 enum class TensorRole { kX = 0, kW = 1, kY = 2 };
+// The three roles in that order, for loops over the tensors.
+inline constexpr TensorRole kTensorRoles[] = {TensorRole::kX, TensorRole::kW, TensorRole::kY};
 
 inline constexpr int kMaxSpatialDims = 3;
 inline constexpr int kMaxTensorRank = kMaxSpatialDims + 2;

@@ -55,8 +55,8 @@ struct CONVPLAN_EXPORT Rewrite {
   SpatialDims filter_offset{0, 0, 0};  // e: the filter's leading zeros before blocking
 
   std::string name() const { return spec.name(); }
-  // Whether the tensor ('x', 'w' or 'y') is transformed, i.e. has a rewritten copy in scratch.
-  bool transforms(char tensor) const;
+  // Whether the tensor is transformed, i.e. has a rewritten copy in scratch.
+  bool transforms(TensorRole tensor) const;
   // Bytes of every rewritten copy, each rounded up to 256: the workspace beyond the inner plan's.
   int64_t scratch_bytes() const;
 };
@@ -76,7 +76,7 @@ CONVPLAN_EXPORT std::vector<Rewrite> applicable_rewrites(const ConvProblem& prob
 // The host twin of the transform kernels. to_rewritten: dst (the rewritten tensor) from src (the
 // original); else dst = alpha * (original tensor gathered from the rewritten src) + beta * dst.
 // Buffers hold `type` elements in the problems' layouts (packed, span_elements() each).
-CONVPLAN_EXPORT Status transform_host(const Rewrite& rewrite, char tensor, bool to_rewritten, DataType type,
+CONVPLAN_EXPORT Status transform_host(const Rewrite& rewrite, TensorRole tensor, bool to_rewritten, DataType type,
                       const void* src, void* dst, double alpha = 1.0, double beta = 0.0);
 
 // Wraps `inner` (see above). Reads CONVPLAN_REWRITES once, here: "off"/"0" gives a wrapper that

@@ -85,21 +85,21 @@ StatusOr<RewriteSpec> RewriteSpec::parse(std::string_view name) {
   return s;
 }
 
-bool Rewrite::transforms(char tensor) const {
+bool Rewrite::transforms(TensorRole tensor) const {
   const bool channels = rewritten.c != original.c || spec.block > 1;
   switch (tensor) {
-    case 'x': return channels;
-    case 'w': return channels || rewritten.k != original.k;
-    case 'y': return rewritten.k != original.k;
-    default: return false;
+    case TensorRole::kX: return channels;
+    case TensorRole::kW: return channels || rewritten.k != original.k;
+    case TensorRole::kY: return rewritten.k != original.k;
   }
+  return false;
 }
 
 int64_t Rewrite::scratch_bytes() const {
   int64_t total = 0;
-  for (char t : {'x', 'w', 'y'}) {
+  for (TensorRole t : kTensorRoles) {
     if (!transforms(t)) continue;
-    const TensorShape s = t == 'x' ? rewritten.x_shape() : t == 'w' ? rewritten.w_shape() : rewritten.y_shape();
+    const TensorShape s = rewritten.shape_of(t);
     total += round_up(s.span_elements() * size_of(rewritten.data_type), rewrites::kScratchAlign);
   }
   return total;
@@ -131,10 +131,9 @@ StatusOr<Rewrite> make_rewrite(const ConvProblem& p, const RewriteSpec& spec) {
   q.c = round_up(p.c * block_volume(spec, p.spatial_dims), spec.c_multiple);
   q.k = round_up(p.k, spec.k_multiple);
   r.rewritten = q;
-  if (!r.transforms('x') && !r.transforms('w') && !r.transforms('y')) return no("changes nothing");
+  if (!r.transforms(TensorRole::kX) && !r.transforms(TensorRole::kW) && !r.transforms(TensorRole::kY)) return no("changes nothing");
   // The output written by the inner plan: the user's (alpha, beta kept) or scratch (1, 0).
-  const char out = to_string(p.output_tensor())[0];  // TODO(issue 15): TensorRole here too
-  if (r.transforms(out)) {
+  if (r.transforms(p.output_tensor())) {
     r.rewritten.alpha = 1.0;
     r.rewritten.beta = 0.0;
   }

@@ -42,11 +42,8 @@ class RewrittenPlan final : public Plan {
   StatusOr<std::string> to_json() const override;
 
  private:
-  void* scratch(void* workspace, char tensor) const {
+  void* scratch(void* workspace, TensorRole tensor) const {
     return static_cast<char*>(workspace) + inner_bytes_ + rewrites::scratch_offset(rewrite_, tensor);
-  }
-  static void* pick(const TensorPointers& t, char tensor) {
-    return tensor == 'x' ? t.x : tensor == 'w' ? t.w : t.y;
   }
   Status launch(const rewrites::Step& step, const TensorPointers& user, void* workspace,
                 cudaStream_t stream) const;
@@ -63,13 +60,13 @@ Status RewrittenPlan::launch(const rewrites::Step& step, const TensorPointers& u
   const rewrites::TransformDesc t = rewrites::transform_desc(
       rewrite_, step.tensor, step.to_rewritten, step.to_rewritten ? 1.0 : p.alpha,
       step.to_rewritten ? 0.0 : p.beta);
-  void* original = pick(user, step.tensor);
+  void* original = by_role(step.tensor, user.x, user.w, user.y);
   void* copy = scratch(workspace, step.tensor);
   const int rc = rewrites::launch_transform(t, step.to_rewritten ? original : copy,
                                             step.to_rewritten ? copy : original, stream);
   if (rc != 0) {
     return Status(StatusCode::kCudaError, "rewrite " + rewrite_.name() + " transform of " +
-                                              std::string(1, step.tensor) + ": CUDA error " +
+                                              to_string(step.tensor) + ": CUDA error " +
                                               std::to_string(rc));
   }
   return ok_status();
@@ -89,8 +86,8 @@ Status RewrittenPlan::execute(cudnnHandle_t handle, const TensorPointers& tensor
     CONVPLAN_RETURN_IF_ERROR(launch(s, tensors, workspace, stream));
   }
   TensorPointers inner = tensors;
-  for (char t : {'x', 'w', 'y'}) {
-    if (rewrite_.transforms(t)) (t == 'x' ? inner.x : t == 'w' ? inner.w : inner.y) = scratch(workspace, t);
+  for (TensorRole t : kTensorRoles) {
+    if (rewrite_.transforms(t)) by_role(t, inner.x, inner.w, inner.y) = scratch(workspace, t);
   }
   CONVPLAN_RETURN_IF_ERROR(inner_->execute(handle, inner, inner_bytes_ > 0 ? workspace : nullptr));
   for (const rewrites::Step& s : rewrites::post_steps(rewrite_)) {

@@ -10,10 +10,6 @@ namespace convplan {
 namespace rewrites {
 namespace {
 
-TensorShape shape_of(const ConvProblem& p, char tensor) {
-  return tensor == 'x' ? p.x_shape() : tensor == 'w' ? p.w_shape() : p.y_shape();
-}
-
 ElemType elem_type(DataType t) {
   switch (t) {
     case DataType::kHalf: return ElemType::kF16;
@@ -32,7 +28,7 @@ void copy_shape(const TensorShape& s, int64_t* dims, int64_t* strides) {
 
 }  // namespace
 
-TransformDesc transform_desc(const Rewrite& r, char tensor, bool to_rewritten, double alpha,
+TransformDesc transform_desc(const Rewrite& r, TensorRole tensor, bool to_rewritten, double alpha,
                              double beta) {
   TransformDesc t;
   t.to_rewritten = to_rewritten;
@@ -40,10 +36,10 @@ TransformDesc transform_desc(const Rewrite& r, char tensor, bool to_rewritten, d
   t.elem_bytes = static_cast<int32_t>(size_of(r.original.data_type));
   t.spatial_dims = r.original.spatial_dims;
   // y's spatial geometry is unchanged: only its channels (K) may be padded.
-  t.block = tensor == 'y' ? 1 : static_cast<int32_t>(r.spec.block);
-  for (int d = 0; d < 3; ++d) t.offset[d] = tensor == 'w' ? r.filter_offset[d] : 0;
-  const TensorShape a = shape_of(r.original, tensor);
-  const TensorShape b = shape_of(r.rewritten, tensor);
+  t.block = tensor == TensorRole::kY ? 1 : static_cast<int32_t>(r.spec.block);
+  for (int d = 0; d < 3; ++d) t.offset[d] = tensor == TensorRole::kW ? r.filter_offset[d] : 0;
+  const TensorShape a = r.original.shape_of(tensor);
+  const TensorShape b = r.rewritten.shape_of(tensor);
   copy_shape(a, t.a_dims, t.a_strides);
   copy_shape(b, t.b_dims, t.b_strides);
   const TensorShape& dst = to_rewritten ? b : a;
@@ -63,26 +59,26 @@ TransformDesc transform_desc(const Rewrite& r, char tensor, bool to_rewritten, d
 
 std::vector<Step> pre_steps(const Rewrite& r) {
   std::vector<Step> steps;
-  const char out = to_string(r.original.output_tensor())[0];  // TODO(issue 15): TensorRole here too
-  for (char t : {'x', 'w', 'y'}) {
+  const TensorRole out = r.original.output_tensor();
+  for (TensorRole t : kTensorRoles) {
     if (t != out && r.transforms(t)) steps.push_back({t, true});
   }
   return steps;
 }
 
 std::vector<Step> post_steps(const Rewrite& r) {
-  const char out = to_string(r.original.output_tensor())[0];  // TODO(issue 15): TensorRole here too
+  const TensorRole out = r.original.output_tensor();
   if (!r.transforms(out)) return {};
   return {{out, false}};
 }
 
-int64_t scratch_offset(const Rewrite& r, char tensor) {
+int64_t scratch_offset(const Rewrite& r, TensorRole tensor) {
   if (!r.transforms(tensor)) return -1;
   int64_t offset = 0;
-  for (char t : {'x', 'w', 'y'}) {
+  for (TensorRole t : kTensorRoles) {
     if (t == tensor) return offset;
     if (!r.transforms(t)) continue;
-    const int64_t bytes = shape_of(r.rewritten, t).span_elements() * size_of(r.rewritten.data_type);
+    const int64_t bytes = r.rewritten.shape_of(t).span_elements() * size_of(r.rewritten.data_type);
     offset += (bytes + kScratchAlign - 1) / kScratchAlign * kScratchAlign;
   }
   return -1;
@@ -90,13 +86,10 @@ int64_t scratch_offset(const Rewrite& r, char tensor) {
 
 }  // namespace rewrites
 
-Status transform_host(const Rewrite& r, char tensor, bool to_rewritten, DataType type,
+Status transform_host(const Rewrite& r, TensorRole tensor, bool to_rewritten, DataType type,
                       const void* src, void* dst, double alpha, double beta) {
-  if (tensor != 'x' && tensor != 'w' && tensor != 'y') {
-    return invalid_argument("tensor='" + std::string(1, tensor) + "' is not x, w or y");
-  }
   if (!r.transforms(tensor)) {
-    return invalid_argument("rewrite " + r.name() + " does not transform " + std::string(1, tensor));
+    return invalid_argument("rewrite " + r.name() + " does not transform " + to_string(tensor));
   }
   const rewrites::TransformDesc t = rewrites::transform_desc(r, tensor, to_rewritten, alpha, beta);
   const int64_t elem = size_of(type);

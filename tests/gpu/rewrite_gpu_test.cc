@@ -49,9 +49,9 @@ class Tensors {
   explicit Tensors(const ConvProblem& p, uint64_t seed) : p_(p) {
     std::mt19937_64 rng(seed);
     std::uniform_real_distribution<double> u(-1, 1);
-    for (char t : {'x', 'w', 'y'}) {
+    for (TensorRole t : kTensorRoles) {
       const int i = index(t);
-      const int64_t n = shape(t).span_elements();
+      const int64_t n = p_.shape_of(t).span_elements();
       host_[i].resize(static_cast<size_t>(n * size_of(p.data_type)));
       std::vector<double> d(static_cast<size_t>(n));
       for (double& v : d) v = u(rng);
@@ -63,9 +63,9 @@ class Tensors {
     reset();
   }
   void reset() {
-    for (char t : {'x', 'w', 'y'}) {
+    for (TensorRole t : kTensorRoles) {
       const int i = index(t);
-      if (t == to_string(p_.output_tensor())[0] && p_.beta == 0.0) {
+      if (t == p_.output_tensor() && p_.beta == 0.0) {
         EXPECT_EQ(cudaMemset(device_[i].get(), 0xFF, host_[i].size()), cudaSuccess);
       } else {
         EXPECT_EQ(cudaMemcpy(device_[i].get(), host_[i].data(), host_[i].size(), cudaMemcpyHostToDevice),
@@ -76,8 +76,8 @@ class Tensors {
   TensorPointers pointers() const { return {device_[0].get(), device_[1].get(), device_[2].get()}; }
   // Relative L2 error of `samples` output elements against the float64 reference.
   double sampled_error(int samples) const {
-    const char out = to_string(p_.output_tensor())[0];
-    const TensorShape s = shape(out);
+    const TensorRole out = p_.output_tensor();
+    const TensorShape s = p_.shape_of(out);
     std::vector<unsigned char> got(host_[index(out)].size());
     EXPECT_EQ(cudaMemcpy(got.data(), device_[index(out)].get(), got.size(), cudaMemcpyDeviceToHost),
               cudaSuccess);
@@ -102,8 +102,7 @@ class Tensors {
   }
 
  private:
-  static int index(char t) { return t == 'x' ? 0 : t == 'w' ? 1 : 2; }
-  TensorShape shape(char t) const { return t == 'x' ? p_.x_shape() : t == 'w' ? p_.w_shape() : p_.y_shape(); }
+  static int index(TensorRole t) { return static_cast<int>(t); }  // TensorRole's values: x, w, y
   ConvProblem p_;
   std::vector<unsigned char> host_[3];
   DeviceBuffer device_[3];

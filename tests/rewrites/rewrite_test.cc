@@ -21,43 +21,34 @@ std::vector<double> random_buffer(std::mt19937_64& rng, int64_t n) {
   return v;
 }
 
-std::vector<double>& pick(char t, std::vector<double>& x, std::vector<double>& w,
-                          std::vector<double>& y) {
-  return t == 'x' ? x : t == 'w' ? w : y;
-}
-
-TensorShape shape_of(const ConvProblem& p, char t) {
-  return t == 'x' ? p.x_shape() : t == 'w' ? p.w_shape() : p.y_shape();
-}
-
 // The rewritten computation on the host: transform the inputs, run the rewritten problem's
 // reference, and map its output back (or write the user's output directly, as the plan does).
 std::vector<double> run_rewritten(const Rewrite& r, std::vector<double> x, std::vector<double> w,
                                   std::vector<double> y) {
   const ConvProblem& p = r.original;
   const ConvProblem& q = r.rewritten;
-  const char out = to_string(p.output_tensor())[0];
+  const TensorRole out = p.output_tensor();
   std::vector<double> bx, bw, by;
-  for (char t : {'x', 'w', 'y'}) {
-    std::vector<double>& b = pick(t, bx, bw, by);
+  for (TensorRole t : kTensorRoles) {
+    std::vector<double>& b = by_role(t, bx, bw, by);
     if (!r.transforms(t)) {
-      b = pick(t, x, w, y);  // shared unchanged (the output too, with alpha and beta kept)
+      b = by_role(t, x, w, y);  // shared unchanged (the output too, with alpha and beta kept)
       continue;
     }
-    b.assign(static_cast<size_t>(shape_of(q, t).span_elements()), t == out ? 7.0 : 0.0);
+    b.assign(static_cast<size_t>(q.shape_of(t).span_elements()), t == out ? 7.0 : 0.0);
     if (t != out) {
-      EXPECT_TRUE(transform_host(r, t, true, DataType::kDouble, pick(t, x, w, y).data(), b.data()).ok());
+      EXPECT_TRUE(transform_host(r, t, true, DataType::kDouble, by_role(t, x, w, y).data(), b.data()).ok());
     }
   }
   const Status s = reference_convolution(q, bx, bw, by);
   EXPECT_TRUE(s.ok()) << s.to_string();
-  std::vector<double> result = pick(out, x, w, y);
+  std::vector<double> result = by_role(out, x, w, y);
   if (r.transforms(out)) {
-    EXPECT_TRUE(transform_host(r, out, false, DataType::kDouble, pick(out, bx, bw, by).data(),
+    EXPECT_TRUE(transform_host(r, out, false, DataType::kDouble, by_role(out, bx, bw, by).data(),
                                result.data(), p.alpha, p.beta)
                     .ok());
   } else {
-    result = pick(out, bx, bw, by);
+    result = by_role(out, bx, bw, by);
   }
   return result;
 }
@@ -100,7 +91,7 @@ TEST(RewriteProof, EveryRewriteOfRandomProblemsMatchesTheReference) {
     std::vector<double> y = random_buffer(rng, p.y_shape().span_elements());
     std::vector<double> rx = x, rw = w, ry = y;
     ASSERT_TRUE(reference_convolution(p, rx, rw, ry).ok());
-    const std::vector<double>& expected = pick(to_string(p.output_tensor())[0], rx, rw, ry);
+    const std::vector<double>& expected = by_role(p.output_tensor(), rx, rw, ry);
     // Every block dividing the strides and a padding, beyond what applicable_rewrites() offers.
     std::vector<Rewrite> all = applicable_rewrites(p);
     for (int64_t b : {2, 3, 4}) {

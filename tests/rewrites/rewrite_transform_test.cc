@@ -26,15 +26,11 @@ int64_t at(const TensorShape& shape, int64_t i0, int64_t c, const int64_t s[3]) 
   return o;
 }
 
-TensorShape shape_of(const ConvProblem& p, char t) {
-  return t == 'x' ? p.x_shape() : t == 'w' ? p.w_shape() : p.y_shape();
-}
-
 // B (rewritten) from A (original) by scattering each element of A.
-std::vector<double> naive_to_rewritten(const Rewrite& r, char t, const std::vector<double>& a) {
-  const TensorShape as = shape_of(r.original, t), bs = shape_of(r.rewritten, t);
+std::vector<double> naive_to_rewritten(const Rewrite& r, TensorRole t, const std::vector<double>& a) {
+  const TensorShape as = r.original.shape_of(t), bs = r.rewritten.shape_of(t);
   const int dims = r.original.spatial_dims;
-  const int64_t b = t == 'y' ? 1 : r.spec.block;
+  const int64_t b = t == TensorRole::kY ? 1 : r.spec.block;
   std::vector<double> out(static_cast<size_t>(bs.span_elements()), 0.0);
   int64_t s[3] = {0, 0, 0};
   for (int64_t i0 = 0; i0 < as.dims[0]; ++i0)
@@ -46,7 +42,7 @@ std::vector<double> naive_to_rewritten(const Rewrite& r, char t, const std::vect
             int64_t m = 0;
             bool inside = true;
             for (int d = 0; d < dims; ++d) {
-              const int64_t pos = s[d] + (t == 'w' ? r.filter_offset[d] : 0);
+              const int64_t pos = s[d] + (t == TensorRole::kW ? r.filter_offset[d] : 0);
               j[d] = pos / b;
               m = m * b + pos % b;
               inside = inside && j[d] < bs.dims[2 + d];
@@ -64,14 +60,14 @@ TEST_P(TransformTwin, MatchesNaiveLoopsBothWays) {
   std::mt19937_64 rng(7);
   std::uniform_real_distribution<double> u(-1, 1);
   for (const Rewrite& r : applicable_rewrites(*p)) {
-    for (char t : {'x', 'w', 'y'}) {
+    for (TensorRole t : kTensorRoles) {
       if (!r.transforms(t)) continue;
-      const TensorShape as = shape_of(r.original, t);
+      const TensorShape as = r.original.shape_of(t);
       std::vector<double> a(static_cast<size_t>(as.span_elements()));
       for (double& v : a) v = u(rng);
-      std::vector<double> b(static_cast<size_t>(shape_of(r.rewritten, t).span_elements()), 9.0);
+      std::vector<double> b(static_cast<size_t>(r.rewritten.shape_of(t).span_elements()), 9.0);
       ASSERT_TRUE(transform_host(r, t, true, DataType::kDouble, a.data(), b.data()).ok());
-      EXPECT_EQ(b, naive_to_rewritten(r, t, a)) << r.name() << " " << t;
+      EXPECT_EQ(b, naive_to_rewritten(r, t, a)) << r.name() << " " << to_string(t);
       // Back: every original element that the rewritten tensor holds comes back, scaled; the
       // ones cropped away (never read by the rewritten problem) get alpha * 0 + beta * old.
       std::vector<double> back = a;
@@ -84,10 +80,10 @@ TEST_P(TransformTwin, MatchesNaiveLoopsBothWays) {
       for (size_t i = 0; i < a.size(); ++i) {
         const bool same = back[i] == 2.5 * a[i];
         const bool cropped = back[i] == 0.5 * a[i];
-        EXPECT_TRUE(same || cropped) << r.name() << " " << t << " at " << i;
+        EXPECT_TRUE(same || cropped) << r.name() << " " << to_string(t) << " at " << i;
         held += same ? 1 : 0;
       }
-      EXPECT_EQ(static_cast<double>(held), landed) << r.name() << " " << t;
+      EXPECT_EQ(static_cast<double>(held), landed) << r.name() << " " << to_string(t);
     }
   }
 }
@@ -122,11 +118,11 @@ TEST_P(TransformTwin, KernelFastPathMatchesTheGenericGather) {
   auto p = parse_problem(GetParam());
   ASSERT_TRUE(p.ok()) << p.status().to_string();
   for (const Rewrite& r : applicable_rewrites(*p)) {
-    for (char t : {'x', 'w', 'y'}) {
+    for (TensorRole t : kTensorRoles) {
       if (!r.transforms(t)) continue;
       for (bool to : {true, false}) {
         const rewrites::TransformDesc d = rewrites::transform_desc(r, t, to, 1.0, 0.0);
-        const std::string what = r.name() + " " + t + (to ? " to" : " from");
+        const std::string what = r.name() + " " + to_string(t) + (to ? " to" : " from");
         if (p->layout == Layout::kChannelsLast) {
           expect_fast_walk_matches<true>(d, what);
         } else {
@@ -172,12 +168,12 @@ TEST_P(TransformTwin, RowStagedFastPathMatchesTheGenericGather) {
   ASSERT_TRUE(p.ok()) << p.status().to_string();
   int applied = 0;
   for (const Rewrite& r : applicable_rewrites(*p)) {
-    for (char t : {'x', 'w', 'y'}) {
+    for (TensorRole t : kTensorRoles) {
       if (!r.transforms(t)) continue;
       for (bool to : {true, false}) {
         const rewrites::TransformDesc d = rewrites::transform_desc(r, t, to, 1.0, 0.0);
         for (int32_t e : {2, 4, 8}) {
-          applied += expect_row_staged_matches(d, e, r.name() + " " + t + (to ? " to" : " from")) ? 1 : 0;
+          applied += expect_row_staged_matches(d, e, r.name() + " " + to_string(t) + (to ? " to" : " from")) ? 1 : 0;
         }
       }
     }
@@ -214,7 +210,7 @@ TEST(RowStaged, CoversTheStemsAndFallsBackElsewhere) {
     ASSERT_TRUE(p.ok() && spec.ok()) << c.problem;
     auto r = make_rewrite(*p, *spec);
     ASSERT_TRUE(r.ok()) << r.status().to_string();
-    const rewrites::TransformDesc d = rewrites::transform_desc(*r, 'x', c.to, 1.0, 0.0);
+    const rewrites::TransformDesc d = rewrites::transform_desc(*r, TensorRole::kX, c.to, 1.0, 0.0);
     EXPECT_TRUE(expect_row_staged_matches(d, 2, std::string(c.problem) + " " + c.rewrite))
         << c.problem << " " << c.rewrite << ": not row-staged";
     rewrites::TransformDesc t = d;
@@ -228,7 +224,7 @@ TEST(RowStaged, CoversTheStemsAndFallsBackElsewhere) {
   ASSERT_TRUE(p.ok());
   auto r = make_rewrite(*p, {2, 1, 1});
   ASSERT_TRUE(r.ok());
-  rewrites::TransformDesc scaled = rewrites::transform_desc(*r, 'x', false, 1.0, 1.0);
+  rewrites::TransformDesc scaled = rewrites::transform_desc(*r, TensorRole::kX, false, 1.0, 1.0);
   rewrites::prepare_fast(scaled);
   rewrites::RowPlan plan;
   EXPECT_FALSE(rewrites::make_row_plan(scaled, 0x1000, 0x2000, &plan)) << "alpha/beta";
@@ -236,7 +232,7 @@ TEST(RowStaged, CoversTheStemsAndFallsBackElsewhere) {
   ASSERT_TRUE(nchw.ok());
   auto rn = make_rewrite(*nchw, {2, 1, 1});
   ASSERT_TRUE(rn.ok());
-  rewrites::TransformDesc first = rewrites::transform_desc(*rn, 'x', true, 1.0, 0.0);
+  rewrites::TransformDesc first = rewrites::transform_desc(*rn, TensorRole::kX, true, 1.0, 0.0);
   rewrites::prepare_fast(first);
   EXPECT_FALSE(rewrites::make_row_plan(first, 0x1000, 0x2000, &plan)) << "channels-first";
 }
@@ -277,7 +273,7 @@ TEST(TransformTwin, HalfTypesRoundOnceAndZeroFill) {
   ASSERT_TRUE(r.ok());
   std::vector<uint16_t> x(static_cast<size_t>(p->x_shape().span_elements()), 0x3f80);  // 1.0
   std::vector<uint16_t> b(static_cast<size_t>(r->rewritten.x_shape().span_elements()), 0xffff);
-  ASSERT_TRUE(transform_host(*r, 'x', true, DataType::kBFloat16, x.data(), b.data()).ok());
+  ASSERT_TRUE(transform_host(*r, TensorRole::kX, true, DataType::kBFloat16, x.data(), b.data()).ok());
   int64_t ones = 0, zeros = 0, others = 0;
   for (uint16_t v : b) ++(v == 0x3f80 ? ones : v == 0 ? zeros : others);
   EXPECT_EQ(ones, p->x_shape().elements());  // every element once, the rest zeros

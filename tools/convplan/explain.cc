@@ -45,10 +45,10 @@ nlohmann::json figures(const ConvProblem& p, const Rates& rates) {
 // The transforms' traffic: each transformed tensor read in one form and written in the other.
 double transform_bytes(const Rewrite& r) {
   double bytes = 0;
-  for (char t : {'x', 'w', 'y'}) {
+  for (TensorRole t : kTensorRoles) {
     if (!r.transforms(t)) continue;
     auto span = [&](const ConvProblem& p) {
-      const TensorShape s = t == 'x' ? p.x_shape() : t == 'w' ? p.w_shape() : p.y_shape();
+      const TensorShape s = p.shape_of(t);
       return static_cast<double>(s.span_elements() * size_of(p.data_type));
     };
     bytes += span(r.original) + span(r.rewritten);
