@@ -112,8 +112,6 @@ StatusOr<Rewrite> make_rewrite(const ConvProblem& p, const RewriteSpec& spec) {
   if (name.empty()) return no("the identity is not a rewrite");
   if (spec.block < 1 || spec.c_multiple < 1 || spec.k_multiple < 1) return no("block and multiples must be >= 1");
   if (p.layout == Layout::kExplicit) return no("layout=explicit (only packed nchw and nhwc)");
-  // A padded k or a transformed y would change the tensors the chain reads (bias, residual).
-  if (!p.post_ops.empty()) return no("post:" + p.post_ops.to_string() + " (no post-op chains)");
   if (p.groups != 1) return no("groups=" + std::to_string(p.groups) + " (only 1)");
   Rewrite r;
   r.spec = spec;
@@ -132,6 +130,11 @@ StatusOr<Rewrite> make_rewrite(const ConvProblem& p, const RewriteSpec& spec) {
   q.k = round_up(p.k, spec.k_multiple);
   r.rewritten = q;
   if (!r.transforms(TensorRole::kX) && !r.transforms(TensorRole::kW) && !r.transforms(TensorRole::kY)) return no("changes nothing");
+  // The chain runs inside the inner plan on the user's y, bias and residual (forward is the only
+  // direction with a chain): exact while y keeps its shape; a padded k would change all three.
+  if (!p.post_ops.empty() && r.transforms(TensorRole::kY)) {
+    return no("post:" + p.post_ops.to_string() + " with k padded (the chain reads the user's k channels)");
+  }
   // The output written by the inner plan: the user's (alpha, beta kept) or scratch (1, 0).
   if (r.transforms(p.output_tensor())) {
     r.rewritten.alpha = 1.0;
@@ -150,7 +153,8 @@ std::vector<Rewrite> applicable_rewrites(const ConvProblem& p) {
   auto add = [&](RewriteSpec s) {
     if (std::find(specs.begin(), specs.end(), s) == specs.end()) specs.push_back(s);
   };
-  const int64_t k_mult = p.k % 8 != 0 ? 8 : 1;
+  // A chain reads the user's k channels (bias, residual, y): k stays as it is under one.
+  const int64_t k_mult = p.k % 8 != 0 && p.post_ops.empty() ? 8 : 1;
   auto with_padding = [&](int64_t block, int64_t channels) {
     if (block > 1) add({block, 1, k_mult});
     int64_t last = channels;

@@ -166,17 +166,57 @@ TEST(RewriteProof, UnsupportedRewritesSayWhy) {
 namespace convplan {
 namespace {
 
-// A post-op chain's bias and residual have the user's k and y: no rewrite is offered for a
-// problem with one (the ResNet-50 stem has space-to-depth and padding rewrites without it).
-TEST(RewriteProof, ProblemsWithPostOpChainsGetNoRewrite) {
+// A forward problem with a post-op chain keeps its chain in the rewritten problem, which reads the
+// user's bias and residual: exact as long as y is not transformed (k not padded).
+TEST(RewriteProof, ChainsStayOnTheRewrittenProblemAndMatchTheReference) {
+  std::mt19937_64 rng(20261204);
+  int problems = 0, checked = 0;
+  for (int i = 0; problems < 200 && i < 5000; ++i) {
+    ConvProblem p = random_problem(rng, 3 * i);  // forward
+    p.beta = 0.0;                                // a chain needs beta 0
+    StatusOr<PostOps> chain = PostOps::parse("bias+add*0.5+elu");
+    ASSERT_TRUE(chain.ok()) << chain.status().to_string();
+    p.post_ops = *chain;
+    if (!p.validate().ok()) continue;
+    ++problems;
+    std::vector<double> x = random_buffer(rng, p.x_shape().span_elements());
+    std::vector<double> w = random_buffer(rng, p.w_shape().span_elements());
+    const std::vector<double> bias = random_buffer(rng, p.bias_shape().span_elements());
+    const std::vector<double> residual = random_buffer(rng, p.residual_shape().span_elements());
+    std::vector<double> y(static_cast<size_t>(p.y_shape().span_elements()), 0.0);
+    std::vector<double> rx = x, rw = w, expected = y;
+    ASSERT_TRUE(reference_convolution(p, rx, rw, expected, bias, residual).ok());
+    for (const Rewrite& r : applicable_rewrites(p)) {
+      ASSERT_FALSE(r.transforms(TensorRole::kY)) << r.name();
+      EXPECT_EQ(r.rewritten.post_ops, p.post_ops) << r.name();
+      std::vector<double> bx(static_cast<size_t>(r.rewritten.x_shape().span_elements()));
+      std::vector<double> bw(static_cast<size_t>(r.rewritten.w_shape().span_elements()));
+      ASSERT_TRUE(transform_host(r, TensorRole::kX, true, DataType::kDouble, x.data(), bx.data()).ok());
+      ASSERT_TRUE(transform_host(r, TensorRole::kW, true, DataType::kDouble, w.data(), bw.data()).ok());
+      std::vector<double> got = y;
+      ASSERT_TRUE(reference_convolution(r.rewritten, bx, bw, got, bias, residual).ok());
+      EXPECT_LT(relative_l2_error(got, expected), 1e-13) << r.name() << " of " << p.to_string();
+      ++checked;
+    }
+  }
+  EXPECT_EQ(problems, 200);
+  EXPECT_GE(checked, 60);
+}
+
+// The ResNet-50 stem with its inference chain gets its space-to-depth rewrites; a padded k (which
+// would change the bias and residual the chain reads) is refused, naming the chain.
+TEST(RewriteProof, ChainedStemGetsSpaceToDepthButNoPaddedK) {
   const char* stem = "dt:bf16,layout:nhwc,post:bias+relu/g1mb32ic3ih224iw224oc64oh112ow112kh7kw7sh2sw2ph3pw3";
   StatusOr<ConvProblem> p = parse_problem(stem);
   ASSERT_TRUE(p.ok()) << p.status().to_string();
-  EXPECT_TRUE(applicable_rewrites(*p).empty());
-  EXPECT_FALSE(applicable_rewrites(p->without_post_ops()).empty());
-  StatusOr<Rewrite> r = make_rewrite(*p, RewriteSpec{2, 1, 1});
-  ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("no post-op chains"), std::string::npos) << r.status().message();
+  EXPECT_EQ(applicable_rewrites(*p).size(), applicable_rewrites(p->without_post_ops()).size());
+  StatusOr<Rewrite> s2d = make_rewrite(*p, RewriteSpec{2, 8, 1});
+  ASSERT_TRUE(s2d.ok()) << s2d.status().to_string();
+  EXPECT_EQ(s2d->rewritten.post_ops, p->post_ops);
+  StatusOr<Rewrite> padded = make_rewrite(*p, RewriteSpec{2, 1, 128});
+  ASSERT_FALSE(padded.ok());
+  EXPECT_NE(padded.status().message().find("post:bias+relu with k padded"), std::string::npos)
+      << padded.status().message();
 }
 
 }  // namespace
