@@ -6,6 +6,7 @@
 
 #include <atomic>
 
+#include "convplan/rewrite.h"
 #include "errors.h"
 
 namespace nb = nanobind;
@@ -95,7 +96,8 @@ bool interpreter_finalizing() {
 
 Context::Context(const ContextOptions& options) : id_(g_next_context_id.fetch_add(1)) {
   PlanCacheOptions cache_options;
-  cache_options.backend = make_cudnn_backend();
+  // The rewrites (space-to-depth, channel padding) are candidates like any engine, as in the CLI.
+  cache_options.backend = with_rewrites(make_cudnn_backend());
   cache_options.capacity = options.capacity;
   StatusOr<TunePolicy> policy = TunePolicy::from_environment();
   if (!policy.ok()) raise_status(policy.status());

@@ -234,6 +234,32 @@ TEST_F(RewriteGpuTest, TunerValidatesRewrittenCandidatesAndRecordsTheChoice) {
   EXPECT_EQ(plain->config.rewrite, "");
 }
 
+// The stem with its inference chain (bias + residual + relu), forced onto a rewrite by an errata
+// rule that disables every unrewritten candidate: the tuner's winner is a rewritten plan whose
+// chain reads the user's bias and residual, validated against the chained float64 reference.
+TEST_F(RewriteGpuTest, ChainedStemTunesOntoARewriteThatMatchesTheReference) {
+  ConvProblem p = problem(kStem, Direction::kForward, 32);
+  StatusOr<PostOps> chain = PostOps::parse("bias+add+relu");
+  ASSERT_TRUE(chain.ok()) << chain.status().to_string();
+  p.post_ops = *chain;
+  TunePolicy policy;
+  policy.allow_runtime_compilation = false;
+  ErrataRule unrewritten;
+  unrewritten.id = "test: rewritten candidates only";
+  unrewritten.rewrite = "";
+  policy.errata.push_back(unrewritten);
+  Tuner tuner(backend_);
+  auto record = tuner.tune(ctx_->handle(), p, policy);
+  ASSERT_TRUE(record.ok()) << record.status().to_string();
+  report("tuned " + p.to_string() + " -> " + record->config.to_string() + " " +
+         std::to_string(record->time_ms) + " ms");
+  EXPECT_NE(record->config.rewrite, "");
+  EXPECT_EQ(record->config.rewrite.find("k"), std::string::npos) << "k padded under a chain";
+  int validated = 0;
+  for (const CandidateResult& c : record->candidates) validated += c.outcome == "ok" ? 1 : 0;
+  EXPECT_GT(validated, 0);
+}
+
 TEST_F(RewriteGpuTest, RewrittenPlanRebuildsFromJsonClonesAndReplaysFromACudaGraph) {
   const ConvProblem p = problem(kStem, Direction::kForward, 8);
   auto cands = backend_->candidates(ctx_->handle(), p, CandidateSource::kHeuristicA);
