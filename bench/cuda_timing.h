@@ -9,13 +9,13 @@
 #include <cstdlib>
 #include <vector>
 
-#define CHECK_CUDA(call)                                                \
-  do {                                                                  \
-    const cudaError_t e_ = (call);                                      \
-    if (e_ != cudaSuccess) {                                            \
-      std::fprintf(stderr, "%s: %s\n", #call, cudaGetErrorString(e_));  \
-      std::exit(1);                                                     \
-    }                                                                   \
+#define CHECK_CUDA(call)                                               \
+  do {                                                                 \
+    const cudaError_t e_ = (call);                                     \
+    if (e_ != cudaSuccess) {                                           \
+      std::fprintf(stderr, "%s: %s\n", #call, cudaGetErrorString(e_)); \
+      std::exit(1);                                                    \
+    }                                                                  \
   } while (0)
 
 // Median of `runs` event-timed calls of fn on `stream` after 3 warm-ups, in ms.

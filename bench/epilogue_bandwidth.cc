@@ -46,8 +46,10 @@ int main(int argc, char** argv) {
   int batch = 256;
   std::string json_path;
   for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--batch") && i + 1 < argc) batch = std::atoi(argv[++i]);
-    else if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
+    if (!std::strcmp(argv[i], "--batch") && i + 1 < argc)
+      batch = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--json") && i + 1 < argc)
+      json_path = argv[++i];
     else {
       std::fprintf(stderr, "usage: epilogue_bandwidth [--batch N] [--json PATH]\n");
       return 2;
@@ -69,7 +71,8 @@ int main(int argc, char** argv) {
   for (const char* act : {"relu6", "gelu", "gelu_tanh", "silu", "sigmoid", "tanh", "elu"})
     cases.emplace_back(kShapes[1].conv, std::string("bias+add+") + act);
   for (const auto& [conv, chain] : cases) {
-    const std::string text = "dt:bf16,layout:nhwc,post:" + chain + "/mb" + std::to_string(batch) + conv;
+    const std::string text =
+        "dt:bf16,layout:nhwc,post:" + chain + "/mb" + std::to_string(batch) + conv;
     convplan::StatusOr<ConvProblem> p = convplan::parse_problem(text);
     if (!p.ok()) {
       std::fprintf(stderr, "%s: %s\n", text.c_str(), p.status().to_string().c_str());
@@ -87,9 +90,8 @@ int main(int argc, char** argv) {
     const float kernel = median_ms(s, [&] {
       if (!convplan::epilogue_detail::enqueue_epilogue(s, *p, y, bias, residual).ok()) std::exit(1);
     });
-    const float copy_ms = median_ms(s, [&] {
-      CHECK_CUDA(cudaMemcpyAsync(copy, y, y_bytes, cudaMemcpyDeviceToDevice, s));
-    });
+    const float copy_ms = median_ms(
+        s, [&] { CHECK_CUDA(cudaMemcpyAsync(copy, y, y_bytes, cudaMemcpyDeviceToDevice, s)); });
     const bool add = p->post_ops.has(convplan::PostOpKind::kAdd);
     const double moved = static_cast<double>(y_bytes) * (add ? 3 : 2);
     const double kernel_gbps = moved / (kernel * 1e6);
@@ -99,9 +101,14 @@ int main(int argc, char** argv) {
       if (conv == sh.conv) layer = sh.name;
     std::printf("%-14s %-18s %10.1f %10.0f %10.0f %8.2f\n", layer.c_str(), chain.c_str(),
                 moved / 1e6, kernel_gbps, copy_gbps, kernel_gbps / copy_gbps);
-    rows.push_back({{"layer", layer}, {"problem", p->to_string()}, {"chain", chain},
-                    {"bytes_moved", moved}, {"kernel_ms", kernel}, {"copy_ms", copy_ms},
-                    {"kernel_gbps", kernel_gbps}, {"copy_gbps", copy_gbps},
+    rows.push_back({{"layer", layer},
+                    {"problem", p->to_string()},
+                    {"chain", chain},
+                    {"bytes_moved", moved},
+                    {"kernel_ms", kernel},
+                    {"copy_ms", copy_ms},
+                    {"kernel_gbps", kernel_gbps},
+                    {"copy_gbps", copy_gbps},
                     {"ratio", kernel_gbps / copy_gbps}});
     cudaFree(y);
     cudaFree(copy);

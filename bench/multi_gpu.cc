@@ -37,8 +37,8 @@
 #include <thread>
 #include <vector>
 
-#include "convplan/cudnn_backend.h"
 #include "bench_cache.h"
+#include "convplan/cudnn_backend.h"
 #include "convplan/plan_cache.h"
 #include "convplan/problem.h"
 #include "convplan/reference.h"
@@ -55,8 +55,8 @@ using cli::SuiteProblem;
 // counts add): the suite file at `path`, or the built-in ResNet-50 suite when it is empty.
 StatusOr<std::vector<SuiteProblem>> load_suite(const std::string& path, DataType type,
                                                Layout layout, int64_t batch) {
-  CONVPLAN_ASSIGN_OR_RETURN(cli::Suite suite, path.empty() ? cli::builtin_suite("resnet50")
-                                                           : cli::load_suite_file(path));
+  CONVPLAN_ASSIGN_OR_RETURN(
+      cli::Suite suite, path.empty() ? cli::builtin_suite("resnet50") : cli::load_suite_file(path));
   cli::ProblemOverrides flags;
   flags.data_type = type;
   flags.layout = layout;
@@ -102,9 +102,12 @@ std::vector<unsigned char> host_values(DataType t, int64_t elements, uint64_t se
 HostTensors make_host_tensors(const ConvProblem& p, uint64_t index) {
   HostTensors h;
   const TensorRole out = p.output_tensor();
-  if (out != TensorRole::kX) h.x = host_values(p.data_type, p.x_shape().span_elements(), 3 * index + 1);
-  if (out != TensorRole::kW) h.w = host_values(p.data_type, p.w_shape().span_elements(), 3 * index + 2);
-  if (out != TensorRole::kY) h.y = host_values(p.data_type, p.y_shape().span_elements(), 3 * index + 3);
+  if (out != TensorRole::kX)
+    h.x = host_values(p.data_type, p.x_shape().span_elements(), 3 * index + 1);
+  if (out != TensorRole::kW)
+    h.w = host_values(p.data_type, p.w_shape().span_elements(), 3 * index + 2);
+  if (out != TensorRole::kY)
+    h.y = host_values(p.data_type, p.y_shape().span_elements(), 3 * index + 3);
   return h;
 }
 
@@ -158,7 +161,8 @@ StatusOr<bool> check(const ConvProblem& p, const HostTensors& h, const Tensors& 
   for (int64_t& o : offsets) o = pick(rng);
   std::vector<double> expected;
   CONVPLAN_RETURN_IF_ERROR(reference_convolution_at(
-      p, which == TensorRole::kX ? readback.data() : h.x.data(), which == TensorRole::kW ? readback.data() : h.w.data(),
+      p, which == TensorRole::kX ? readback.data() : h.x.data(),
+      which == TensorRole::kW ? readback.data() : h.w.data(),
       which == TensorRole::kY ? readback.data() : h.y.data(), offsets, expected));
   std::vector<double> got(offsets.size());
   for (size_t i = 0; i < offsets.size(); ++i) {
@@ -364,8 +368,8 @@ int main_impl(int argc, char** argv) {
       "multi-GPU tuning: %s, batch %lld, %s %s, %llu distinct "
       "problems; %d of %d GPUs, "
       "2 contexts each; cuDNN %lld\n",
-      suite_file.empty() ? "resnet50" : suite_file.c_str(), static_cast<long long>(batch), dtype.c_str(), layout.c_str(),
-      static_cast<unsigned long long>(distinct), gpus, visible,
+      suite_file.empty() ? "resnet50" : suite_file.c_str(), static_cast<long long>(batch),
+      dtype.c_str(), layout.c_str(), static_cast<unsigned long long>(distinct), gpus, visible,
       static_cast<long long>(cudnn_runtime_version()));
   for (size_t g = 0; g < a.device_models.size(); ++g) {
     std::printf("  GPU %zu: %s\n", g, a.device_models[g].c_str());

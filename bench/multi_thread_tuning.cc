@@ -23,8 +23,8 @@
 #include <thread>
 #include <vector>
 
-#include "convplan/cudnn_backend.h"
 #include "bench_cache.h"
+#include "convplan/cudnn_backend.h"
 #include "convplan/plan_cache.h"
 
 namespace convplan {
@@ -64,9 +64,15 @@ struct Tensors {
 StatusOr<Tensors> allocate_tensors(Backend& backend, cudnnHandle_t handle, const ConvProblem& p) {
   Tensors t;
   const int64_t elem = size_of(p.data_type);
-  CONVPLAN_ASSIGN_OR_RETURN(t.x, DeviceBuffer::allocate(cuda_allocator(), static_cast<size_t>(p.x_shape().span_elements() * elem)));
-  CONVPLAN_ASSIGN_OR_RETURN(t.w, DeviceBuffer::allocate(cuda_allocator(), static_cast<size_t>(p.w_shape().span_elements() * elem)));
-  CONVPLAN_ASSIGN_OR_RETURN(t.y, DeviceBuffer::allocate(cuda_allocator(), static_cast<size_t>(p.y_shape().span_elements() * elem)));
+  CONVPLAN_ASSIGN_OR_RETURN(
+      t.x, DeviceBuffer::allocate(cuda_allocator(),
+                                  static_cast<size_t>(p.x_shape().span_elements() * elem)));
+  CONVPLAN_ASSIGN_OR_RETURN(
+      t.w, DeviceBuffer::allocate(cuda_allocator(),
+                                  static_cast<size_t>(p.w_shape().span_elements() * elem)));
+  CONVPLAN_ASSIGN_OR_RETURN(
+      t.y, DeviceBuffer::allocate(cuda_allocator(),
+                                  static_cast<size_t>(p.y_shape().span_elements() * elem)));
   // Finite values (0x3c bytes: ~1.06 in fp16, ~0.0115 in fp32): no NaN, no denormal.
   for (DeviceBuffer* b : {&t.x, &t.w, &t.y}) {
     CONVPLAN_RETURN_IF_ERROR(backend.fill(handle, b->get(), 0x3c, b->size()));
@@ -224,17 +230,19 @@ int main_impl(int argc, char** argv) {
   const RunResult per_thread = run(false, threads, problems);
   const double ratio = shared.wall_ms > 0 ? per_thread.wall_ms / shared.wall_ms : 0;
 
-  std::printf("multi-thread tuning: %d threads (one stream + handle each), %d problems, "
-              "cuDNN %lld\n",
-              threads, count, static_cast<long long>(cudnn_runtime_version()));
+  std::printf(
+      "multi-thread tuning: %d threads (one stream + handle each), %d problems, "
+      "cuDNN %lld\n",
+      threads, count, static_cast<long long>(cudnn_runtime_version()));
   std::printf("%-26s %12s %7s %7s %12s %12s %7s\n", "design", "wall ms", "tunes", "clones",
               "tune ms (sum)", "clone ms (sum)", "errors");
-  for (const auto& [name, r] : {std::pair<const char*, const RunResult&>{"shared PlanCache", shared},
-                                {"PlanCache per thread", per_thread}}) {
+  for (const auto& [name, r] :
+       {std::pair<const char*, const RunResult&>{"shared PlanCache", shared},
+        {"PlanCache per thread", per_thread}}) {
     std::printf("%-26s %12.1f %7llu %7llu %12.1f %12.1f %7d\n", name, r.wall_ms,
                 static_cast<unsigned long long>(r.stats.tunes),
-                static_cast<unsigned long long>(r.stats.clones), r.stats.tune_ms,
-                r.stats.clone_ms, r.errors);
+                static_cast<unsigned long long>(r.stats.clones), r.stats.tune_ms, r.stats.clone_ms,
+                r.errors);
   }
   std::printf("per-thread / shared wall time: %.2fx\n", ratio);
   for (const RunResult* r : {&shared, &per_thread}) {
@@ -253,11 +261,11 @@ int main_impl(int argc, char** argv) {
       << ", \"problems\": " << count << ", \"cudnn_version\": " << cudnn_runtime_version()
       << ",\n \"shared\": {\"wall_ms\": " << shared.wall_ms << ", \"errors\": " << shared.errors
       << ", \"stats\": " << json_stats(shared.stats) << ", \"first_error\": \""
-      << json_escape(shared.first_error) << "\"},\n \"per_thread\": {\"wall_ms\": "
-      << per_thread.wall_ms << ", \"errors\": " << per_thread.errors
-      << ", \"stats\": " << json_stats(per_thread.stats) << ", \"first_error\": \""
-      << json_escape(per_thread.first_error) << "\"},\n \"per_thread_over_shared\": " << ratio
-      << "}\n";
+      << json_escape(shared.first_error)
+      << "\"},\n \"per_thread\": {\"wall_ms\": " << per_thread.wall_ms
+      << ", \"errors\": " << per_thread.errors << ", \"stats\": " << json_stats(per_thread.stats)
+      << ", \"first_error\": \"" << json_escape(per_thread.first_error)
+      << "\"},\n \"per_thread_over_shared\": " << ratio << "}\n";
   std::printf("wrote %s\n", json_path.c_str());
   return shared.errors + per_thread.errors > 0 ? 1 : 0;
 }

@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "convplan/cudnn_backend.h"
-#include "cuda_timing.h"
 #include "convplan/rewrite.h"
+#include "cuda_timing.h"
 #include "rewrites/rewrite_internal.h"
 #include "rewrites/transform_kernels.h"
 
@@ -32,17 +32,26 @@ struct Case {
 };
 
 constexpr Case kCases[] = {
-    {"stem fwd x", "dt:bf16,layout:nhwc/mb256ic3ih224iw224oc64kh7kw7sh2sw2ph3pw3", "s2d2", convplan::TensorRole::kX, true},
-    {"stem fwd x", "dt:bf16,layout:nhwc/mb256ic3ih224iw224oc64kh7kw7sh2sw2ph3pw3", "s2d2c8", convplan::TensorRole::kX, true},
-    {"stem fwd x", "dt:bf16,layout:nhwc/mb256ic3ih224iw224oc64kh7kw7sh2sw2ph3pw3", "c4", convplan::TensorRole::kX, true},
-    {"stem b32 fwd x", "dt:bf16,layout:nhwc/mb32ic3ih224iw224oc64kh7kw7sh2sw2ph3pw3", "s2d2", convplan::TensorRole::kX, true},
-    {"stem bwd_data dx", "dir:bwd_data,dt:bf16,layout:nhwc/mb256ic3ih224iw224oc64kh7kw7sh2sw2ph3pw3", "s2d2", convplan::TensorRole::kX, false},
-    {"stem f32 nchw x", "mb256ic3ih224iw224oc64kh7kw7sh2sw2ph3pw3", "s2d2", convplan::TensorRole::kX, true},
-    {"alexnet fwd x", "dt:bf16,layout:nhwc/mb64ic3ih224iw224oc64kh11kw11sh4sw4ph2pw2", "s2d4", convplan::TensorRole::kX, true},
-    {"alexnet fwd x", "dt:bf16,layout:nhwc/mb64ic3ih224iw224oc64kh11kw11sh4sw4ph2pw2", "s2d2", convplan::TensorRole::kX, true},
-    {"3-D stem fwd x", "dt:bf16,layout:nhwc/mb2ic3id32ih112iw112oc32kd3kh7kw7sd2sh2sw2pd1ph3pw3", "s2d2", convplan::TensorRole::kX, true},
+    {"stem fwd x", "dt:bf16,layout:nhwc/mb256ic3ih224iw224oc64kh7kw7sh2sw2ph3pw3", "s2d2",
+     convplan::TensorRole::kX, true},
+    {"stem fwd x", "dt:bf16,layout:nhwc/mb256ic3ih224iw224oc64kh7kw7sh2sw2ph3pw3", "s2d2c8",
+     convplan::TensorRole::kX, true},
+    {"stem fwd x", "dt:bf16,layout:nhwc/mb256ic3ih224iw224oc64kh7kw7sh2sw2ph3pw3", "c4",
+     convplan::TensorRole::kX, true},
+    {"stem b32 fwd x", "dt:bf16,layout:nhwc/mb32ic3ih224iw224oc64kh7kw7sh2sw2ph3pw3", "s2d2",
+     convplan::TensorRole::kX, true},
+    {"stem bwd_data dx",
+     "dir:bwd_data,dt:bf16,layout:nhwc/mb256ic3ih224iw224oc64kh7kw7sh2sw2ph3pw3", "s2d2",
+     convplan::TensorRole::kX, false},
+    {"stem f32 nchw x", "mb256ic3ih224iw224oc64kh7kw7sh2sw2ph3pw3", "s2d2",
+     convplan::TensorRole::kX, true},
+    {"alexnet fwd x", "dt:bf16,layout:nhwc/mb64ic3ih224iw224oc64kh11kw11sh4sw4ph2pw2", "s2d4",
+     convplan::TensorRole::kX, true},
+    {"alexnet fwd x", "dt:bf16,layout:nhwc/mb64ic3ih224iw224oc64kh11kw11sh4sw4ph2pw2", "s2d2",
+     convplan::TensorRole::kX, true},
+    {"3-D stem fwd x", "dt:bf16,layout:nhwc/mb2ic3id32ih112iw112oc32kd3kh7kw7sd2sh2sw2pd1ph3pw3",
+     "s2d2", convplan::TensorRole::kX, true},
 };
-
 
 int64_t bytes_of(const convplan::ConvProblem& p, convplan::TensorRole t) {
   return p.shape_of(t).span_elements() * convplan::size_of(p.data_type);
@@ -52,14 +61,15 @@ int64_t bytes_of(const convplan::ConvProblem& p, convplan::TensorRole t) {
 
 int main(int argc, char** argv) {
   if (!convplan::gpu_available().ok()) {
-    std::fprintf(stderr, "rewrite_transforms: no GPU: %s\n", convplan::gpu_available().message().c_str());
+    std::fprintf(stderr, "rewrite_transforms: no GPU: %s\n",
+                 convplan::gpu_available().message().c_str());
     return 3;
   }
   cudaStream_t stream;
   CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   nlohmann::json rows = nlohmann::json::array();
-  std::printf("%-18s %-8s %-3s %9s %9s %9s %9s %7s\n", "case", "rewrite", "dir", "MB moved",
-              "us", "GB/s", "copy GB/s", "share");
+  std::printf("%-18s %-8s %-3s %9s %9s %9s %9s %7s\n", "case", "rewrite", "dir", "MB moved", "us",
+              "GB/s", "copy GB/s", "share");
   for (const Case& c : kCases) {
     auto p = convplan::parse_problem(c.problem);
     auto spec = convplan::RewriteSpec::parse(c.rewrite);
@@ -69,7 +79,8 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "%s\n", r.status().to_string().c_str());
       return 1;
     }
-    const int64_t a_bytes = bytes_of(r->original, c.tensor), b_bytes = bytes_of(r->rewritten, c.tensor);
+    const int64_t a_bytes = bytes_of(r->original, c.tensor),
+                  b_bytes = bytes_of(r->rewritten, c.tensor);
     void *a = nullptr, *b = nullptr;
     CHECK_CUDA(cudaMalloc(&a, a_bytes));
     CHECK_CUDA(cudaMalloc(&b, b_bytes));
@@ -85,16 +96,23 @@ int main(int argc, char** argv) {
     void* scratch = nullptr;
     CHECK_CUDA(cudaMalloc(&scratch, copy_bytes));
     const double copy_ms = median_ms(stream, [&] {
-      CHECK_CUDA(cudaMemcpyAsync(scratch, c.to_rewritten ? b : a, copy_bytes, cudaMemcpyDeviceToDevice, stream));
+      CHECK_CUDA(cudaMemcpyAsync(scratch, c.to_rewritten ? b : a, copy_bytes,
+                                 cudaMemcpyDeviceToDevice, stream));
     });
     const double moved = static_cast<double>(a_bytes + b_bytes);
     const double gbps = moved / (ms * 1e6), copy_gbps = 2.0 * copy_bytes / (copy_ms * 1e6);
     std::printf("%-18s %-8s %-3s %9.1f %9.1f %9.0f %9.0f %6.0f%%\n", c.label, c.rewrite,
                 c.to_rewritten ? "to" : "fro", moved / 1e6, ms * 1e3, gbps, copy_gbps,
                 100.0 * gbps / copy_gbps);
-    rows.push_back({{"case", c.label}, {"problem", c.problem}, {"rewrite", c.rewrite},
-                    {"tensor", convplan::to_string(c.tensor)}, {"to_rewritten", c.to_rewritten},
-                    {"bytes_moved", moved}, {"ms", ms}, {"gbps", gbps}, {"copy_gbps", copy_gbps},
+    rows.push_back({{"case", c.label},
+                    {"problem", c.problem},
+                    {"rewrite", c.rewrite},
+                    {"tensor", convplan::to_string(c.tensor)},
+                    {"to_rewritten", c.to_rewritten},
+                    {"bytes_moved", moved},
+                    {"ms", ms},
+                    {"gbps", gbps},
+                    {"copy_gbps", copy_gbps},
                     {"share_of_copy", gbps / copy_gbps}});
     cudaFree(a);
     cudaFree(b);

@@ -22,7 +22,8 @@ convplan::TuningDatabase& database() {
     // (the default, 256 MiB, is beyond any input it makes).
     ::setenv("CONVPLAN_MAX_INPUT_BYTES", "6K", 1);
     auto opened = convplan::TuningDatabase::open(":memory:");
-    if (!opened.ok()) convplan::fuzz::fail(__FILE__, __LINE__, "open(\":memory:\")", opened.status().to_string());
+    if (!opened.ok())
+      convplan::fuzz::fail(__FILE__, __LINE__, "open(\":memory:\")", opened.status().to_string());
     return std::move(opened).value();
   }();
   return *db;
@@ -40,15 +41,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (imported.ok()) {
     CONVPLAN_FUZZ_CHECK(*imported >= 0, "import_json returned a negative count");
     StatusOr<std::vector<TuningRecord>> records = db.list();
-    CONVPLAN_FUZZ_CHECK(records.ok(), "list() after an import failed: " + records.status().to_string());
+    CONVPLAN_FUZZ_CHECK(records.ok(),
+                        "list() after an import failed: " + records.status().to_string());
     // Records sharing a key count once, so the count is exactly what the database holds.
-    CONVPLAN_FUZZ_CHECK(static_cast<int64_t>(records->size()) == *imported,
-                        "import_json's count differs from the records it left in the empty database");
+    CONVPLAN_FUZZ_CHECK(
+        static_cast<int64_t>(records->size()) == *imported,
+        "import_json's count differs from the records it left in the empty database");
     CONVPLAN_FUZZ_CHECK(size <= 6 * 1024, "a document over CONVPLAN_MAX_INPUT_BYTES was imported");
-    CONVPLAN_FUZZ_CHECK(check_json_nesting(text, "fuzz").ok(), "a document nested too deep was imported");
+    CONVPLAN_FUZZ_CHECK(check_json_nesting(text, "fuzz").ok(),
+                        "a document nested too deep was imported");
     for (const TuningRecord& r : *records) {
       StatusOr<TuningRecord> found = db.find(r.key());
-      CONVPLAN_FUZZ_CHECK(found.ok() && fuzz::same_record(*found, r), "find(key) does not return the listed record " + r.key());
+      CONVPLAN_FUZZ_CHECK(found.ok() && fuzz::same_record(*found, r),
+                          "find(key) does not return the listed record " + r.key());
     }
     StatusOr<DbVerifyReport> report = db.verify();
     CONVPLAN_FUZZ_CHECK(report.ok() && report->problems.empty() && report->valid == report->records,

@@ -34,8 +34,8 @@ void remove_folder();
 const std::string& folder() {
   static const std::string& path = *new std::string([] {
     const char* tmp = std::getenv("TMPDIR");
-    std::string pattern = std::string(tmp != nullptr && tmp[0] != '\0' ? tmp : "/tmp") +
-                          "/convplan-fuzz-db-XXXXXX";
+    std::string pattern =
+        std::string(tmp != nullptr && tmp[0] != '\0' ? tmp : "/tmp") + "/convplan-fuzz-db-XXXXXX";
     if (mkdtemp(pattern.data()) == nullptr) {
       convplan::fuzz::fail(__FILE__, __LINE__, "mkdtemp", pattern);
     }
@@ -103,24 +103,27 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     CONVPLAN_FUZZ_CHECK(read_file(report.moved_aside) == bytes,
                         "the file moved aside to " + report.moved_aside + " lost its bytes");
   }
-  const std::string context = "\nopen report: moved_aside='" + report.moved_aside + "' reason='" +
-                              report.reason + "'";
+  const std::string context =
+      "\nopen report: moved_aside='" + report.moved_aside + "' reason='" + report.reason + "'";
 
   // Damage that open()'s check did not see may still surface later, but only as kCorruptData.
   auto acceptable = [](const Status& s) { return s.ok() || s.code() == StatusCode::kCorruptData; };
   int64_t skipped = 0;
   StatusOr<std::vector<TuningRecord>> records = db->list(&skipped);
-  CONVPLAN_FUZZ_CHECK(acceptable(records.status()), "list(): " + records.status().to_string() + context);
+  CONVPLAN_FUZZ_CHECK(acceptable(records.status()),
+                      "list(): " + records.status().to_string() + context);
   if (records.ok()) {
     for (const TuningRecord& r : *records) {
       StatusOr<TuningRecord> found = db->find(r.key());
-      CONVPLAN_FUZZ_CHECK(acceptable(found.status()), "find(): " + found.status().to_string() + context);
+      CONVPLAN_FUZZ_CHECK(acceptable(found.status()),
+                          "find(): " + found.status().to_string() + context);
       CONVPLAN_FUZZ_CHECK(!found.ok() || fuzz::same_record(*found, r),
                           "find(key) returns another record than list() for " + r.key() + context);
     }
   }
   StatusOr<DbVerifyReport> verified = db->verify();
-  CONVPLAN_FUZZ_CHECK(acceptable(verified.status()), "verify(): " + verified.status().to_string() + context);
+  CONVPLAN_FUZZ_CHECK(acceptable(verified.status()),
+                      "verify(): " + verified.status().to_string() + context);
   StatusOr<TuningRecord> missing = db->find("no such key");
   CONVPLAN_FUZZ_CHECK(!missing.ok(), "find() of a key never stored returned a record" + context);
 
@@ -129,8 +132,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   CONVPLAN_FUZZ_CHECK(acceptable(put), "put(): " + put.to_string() + context);
   if (put.ok()) {
     StatusOr<TuningRecord> back = db->find(probe.key());
-    CONVPLAN_FUZZ_CHECK(back.ok() && *back == probe,
-                        "a record just stored is not found again: " + back.status().to_string() + context);
+    CONVPLAN_FUZZ_CHECK(back.ok() && *back == probe, "a record just stored is not found again: " +
+                                                         back.status().to_string() + context);
   }
   db.reset();
   empty_folder(dir);

@@ -10,7 +10,8 @@
 
 namespace convplan::fuzz {
 
-[[noreturn]] inline void fail(const char* file, int line, const char* what, const std::string& detail) {
+[[noreturn]] inline void fail(const char* file, int line, const char* what,
+                              const std::string& detail) {
   std::fprintf(stderr, "%s:%d: fuzz property failed: %s\n%s\n", file, line, what, detail.c_str());
   std::abort();
 }
@@ -23,7 +24,7 @@ inline std::string_view as_text(const unsigned char* data, size_t size) {
 }  // namespace convplan::fuzz
 
 // Aborts with `detail` (a std::string expression) when `cond` is false.
-#define CONVPLAN_FUZZ_CHECK(cond, detail) \
-  do {                                   \
+#define CONVPLAN_FUZZ_CHECK(cond, detail)                                     \
+  do {                                                                        \
     if (!(cond)) ::convplan::fuzz::fail(__FILE__, __LINE__, #cond, (detail)); \
   } while (0)

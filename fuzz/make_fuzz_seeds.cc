@@ -94,7 +94,9 @@ int main(int argc, char** argv) {
   write(corpus + "/tuning_record/non_finite.json", convplan::to_json(odd));
   // A problem with a post-op chain won by an unfused configuration.
   TuningRecord fused = seed_record(3);
-  fused.problem = "dt:bf16,layout:nhwc,post:bias+add*0.5+relu/g1mb32ic64ih56iw56oc256oh56ow56kh1kw1sh1sw1ph0pw0";
+  fused.problem =
+      "dt:bf16,layout:nhwc,post:bias+add*0.5+relu/"
+      "g1mb32ic64ih56iw56oc256oh56ow56kh1kw1sh1sw1ph0pw0";
   fused.config.unfused = true;
   fused.candidates[0].config.unfused = true;
   fused.plan_json = "convplan-unfused:" + fused.plan_json;
@@ -102,12 +104,14 @@ int main(int argc, char** argv) {
 
   // db_import_json: exports of an empty database and of one with three records.
   auto memory = value_or_die(convplan::TuningDatabase::open(":memory:"), "open(:memory:)");
-  write(corpus + "/db_import_json/empty_export.json", value_or_die(memory->export_json(), "export"));
+  write(corpus + "/db_import_json/empty_export.json",
+        value_or_die(memory->export_json(), "export"));
   for (int id = 1; id <= 3; ++id) {
     convplan::Status s = memory->put(seed_record(id));
     if (!s.ok()) die("put: " + s.to_string());
   }
-  write(corpus + "/db_import_json/three_records.json", value_or_die(memory->export_json(), "export"));
+  write(corpus + "/db_import_json/three_records.json",
+        value_or_die(memory->export_json(), "export"));
 
   // db_open_file: a real database file with two records, then damaged copies of it.
   char folder[] = "/tmp/convplan-seeds-XXXXXX";

@@ -18,11 +18,16 @@
 namespace {
 
 // What TunePolicy::from_environment reads, but CONVPLAN_ERRATA_FILE (a path; see the header).
-constexpr const char* kPolicyVariables[] = {
-    "CONVPLAN_TUNE",          "CONVPLAN_DISABLED_FWD_ENGINES",      "CONVPLAN_DISABLED_BWD_DATA_ENGINES",
-    "CONVPLAN_DISABLED_BWD_FILTER_ENGINES", "CONVPLAN_FORBIDDEN_NOTES", "CONVPLAN_DETERMINISTIC",
-    "CONVPLAN_ALLOW_RUNTIME_COMPILATION",   "CONVPLAN_WORKSPACE_LIMIT", "CONVPLAN_TUNE_BUDGET_MS",
-    "CONVPLAN_VERBOSE"};
+constexpr const char* kPolicyVariables[] = {"CONVPLAN_TUNE",
+                                            "CONVPLAN_DISABLED_FWD_ENGINES",
+                                            "CONVPLAN_DISABLED_BWD_DATA_ENGINES",
+                                            "CONVPLAN_DISABLED_BWD_FILTER_ENGINES",
+                                            "CONVPLAN_FORBIDDEN_NOTES",
+                                            "CONVPLAN_DETERMINISTIC",
+                                            "CONVPLAN_ALLOW_RUNTIME_COMPILATION",
+                                            "CONVPLAN_WORKSPACE_LIMIT",
+                                            "CONVPLAN_TUNE_BUDGET_MS",
+                                            "CONVPLAN_VERBOSE"};
 
 }  // namespace
 
@@ -40,15 +45,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   StatusOr<EngineConfig> config = EngineConfig::parse(text);
   if (config.ok()) {
     for (size_t i = 1; i < config->knobs.size(); ++i) {
-      CONVPLAN_FUZZ_CHECK(config->knobs[i - 1].type < config->knobs[i].type,
-                          "EngineConfig::parse left knobs unsorted or repeated: " + std::string(text));
+      CONVPLAN_FUZZ_CHECK(
+          config->knobs[i - 1].type < config->knobs[i].type,
+          "EngineConfig::parse left knobs unsorted or repeated: " + std::string(text));
     }
     const std::string printed = config->to_string();
     StatusOr<EngineConfig> back = EngineConfig::parse(printed);
     CONVPLAN_FUZZ_CHECK(back.ok() && *back == *config,
                         "EngineConfig::parse(to_string()) != config\ninput: " + std::string(text) +
                             "\nto_string: " + printed);
-    CONVPLAN_FUZZ_CHECK(back->to_string() == printed, "EngineConfig::to_string not stable: " + printed);
+    CONVPLAN_FUZZ_CHECK(back->to_string() == printed,
+                        "EngineConfig::to_string not stable: " + printed);
     for (const KnobChoice& k : config->knobs) (void)knob_type_name(k.type);
   }
 

@@ -35,8 +35,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     // A rule with no condition but its engine and knobs drops exactly that configuration.
     if (!rule.direction && !rule.data_type && rule.ranges.empty() && rule.engine_id >= 0) {
       CONVPLAN_FUZZ_CHECK(rule.matches(plain, own),
-                          "errata rule '" + rule.id + "' does not match its own engine and knobs\n" +
-                              std::string(text));
+                          "errata rule '" + rule.id +
+                              "' does not match its own engine and knobs\n" + std::string(text));
     }
   }
   return 0;

@@ -26,13 +26,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string canonical = p.to_string();
   StatusOr<ConvProblem> again = parse_problem(canonical);
   CONVPLAN_FUZZ_CHECK(again.ok(), "to_string() does not parse back\ninput: " + std::string(text) +
-                                      "\nto_string: " + canonical + "\nerror: " +
-                                      again.status().to_string());
-  CONVPLAN_FUZZ_CHECK(*again == p, "parse_problem(p.to_string()) != p\ninput: " + std::string(text) +
-                                       "\nto_string: " + canonical +
-                                       "\nre-parsed prints: " + again->to_string());
-  CONVPLAN_FUZZ_CHECK(again->to_string() == canonical,
-                      "to_string is not stable\nfirst: " + canonical + "\nthen: " + again->to_string());
+                                      "\nto_string: " + canonical +
+                                      "\nerror: " + again.status().to_string());
+  CONVPLAN_FUZZ_CHECK(
+      *again == p, "parse_problem(p.to_string()) != p\ninput: " + std::string(text) +
+                       "\nto_string: " + canonical + "\nre-parsed prints: " + again->to_string());
+  CONVPLAN_FUZZ_CHECK(
+      again->to_string() == canonical,
+      "to_string is not stable\nfirst: " + canonical + "\nthen: " + again->to_string());
   CONVPLAN_FUZZ_CHECK(again->hash() == p.hash(), "equal problems hash differently: " + canonical);
 
   // The methods a valid problem offers; their results are only looked at by the sanitizers.
@@ -47,9 +48,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     StatusOr<PostOps> chain = PostOps::parse(p.post_ops.to_string());
     CONVPLAN_FUZZ_CHECK(chain.ok() && *chain == p.post_ops,
                         "the post-op chain does not parse back: " + p.post_ops.to_string());
-    CONVPLAN_FUZZ_CHECK(p.without_post_ops().post_ops.empty() && p.direction == Direction::kForward,
-                        "a chain on a problem that is not forward, or that does not come off: " +
-                            canonical);
+    CONVPLAN_FUZZ_CHECK(
+        p.without_post_ops().post_ops.empty() && p.direction == Direction::kForward,
+        "a chain on a problem that is not forward, or that does not come off: " + canonical);
   }
   return 0;
 }

@@ -18,8 +18,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string canonical = parsed->to_string();
   StatusOr<RecordKey> again = RecordKey::parse(canonical);
   CONVPLAN_FUZZ_CHECK(again.ok(), "to_string() does not parse back\ninput: " + std::string(text) +
-                                      "\nto_string: " + canonical + "\nerror: " +
-                                      again.status().to_string());
+                                      "\nto_string: " + canonical +
+                                      "\nerror: " + again.status().to_string());
   CONVPLAN_FUZZ_CHECK(*again == *parsed, "parse(k.to_string()) != k\ninput: " + std::string(text) +
                                              "\nto_string: " + canonical);
   CONVPLAN_FUZZ_CHECK(again->to_string() == canonical, "to_string is not stable: " + canonical);

@@ -19,10 +19,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (void)record->key();
   const std::string json = to_json(*record);
   StatusOr<TuningRecord> back = tuning_record_from_json(json);
-  CONVPLAN_FUZZ_CHECK(back.ok(), "to_json's output does not parse back\ninput: " + std::string(text) +
-                                     "\nto_json: " + json + "\nerror: " + back.status().to_string());
-  CONVPLAN_FUZZ_CHECK(fuzz::same_record(*back, *record), "tuning_record_from_json(to_json(r)) != r\ninput: " +
-                                            std::string(text) + "\nto_json: " + json);
+  CONVPLAN_FUZZ_CHECK(back.ok(),
+                      "to_json's output does not parse back\ninput: " + std::string(text) +
+                          "\nto_json: " + json + "\nerror: " + back.status().to_string());
+  CONVPLAN_FUZZ_CHECK(fuzz::same_record(*back, *record),
+                      "tuning_record_from_json(to_json(r)) != r\ninput: " + std::string(text) +
+                          "\nto_json: " + json);
   CONVPLAN_FUZZ_CHECK(to_json(*back) == json,
                       "to_json is not stable\nfirst: " + json + "\nthen: " + to_json(*back));
   return 0;

@@ -72,6 +72,6 @@ struct CONVPLAN_EXPORT EngineReport {
 };
 // Every global engine index of the problem's operation, in order.
 CONVPLAN_EXPORT StatusOr<std::vector<EngineReport>> inspect_engines(cudnnHandle_t handle,
-                                                    const ConvProblem& problem);
+                                                                    const ConvProblem& problem);
 
 }  // namespace convplan

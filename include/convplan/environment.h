@@ -24,13 +24,15 @@ namespace convplan {
 CONVPLAN_EXPORT std::optional<std::string_view> env_value(const char* name);
 
 CONVPLAN_EXPORT StatusOr<bool> parse_bool_value(std::string_view name, std::string_view text);
-CONVPLAN_EXPORT StatusOr<int64_t> parse_int_value(std::string_view name, std::string_view text, int64_t min,
-                                  int64_t max);
+CONVPLAN_EXPORT StatusOr<int64_t> parse_int_value(std::string_view name, std::string_view text,
+                                                  int64_t min, int64_t max);
 // A finite number in [min, max] (or (min, max] with min_exclusive).
-CONVPLAN_EXPORT StatusOr<double> parse_number_value(std::string_view name, std::string_view text, double min,
-                                    double max, bool min_exclusive = false);
+CONVPLAN_EXPORT StatusOr<double> parse_number_value(std::string_view name, std::string_view text,
+                                                    double min, double max,
+                                                    bool min_exclusive = false);
 // A byte count >= 0 that fits in int64.
-CONVPLAN_EXPORT StatusOr<int64_t> parse_byte_size_value(std::string_view name, std::string_view text);
+CONVPLAN_EXPORT StatusOr<int64_t> parse_byte_size_value(std::string_view name,
+                                                        std::string_view text);
 
 // The variable `name` read with the parser above; `fallback` when it is not given.
 CONVPLAN_EXPORT StatusOr<bool> env_bool(const char* name, bool fallback);

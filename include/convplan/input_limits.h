@@ -32,16 +32,16 @@ CONVPLAN_EXPORT StatusOr<int64_t> max_input_bytes();
 // and objects deeper than `max_depth`; ok otherwise (it need not be valid JSON: the parser that
 // follows says what else is wrong). Linear, no recursion.
 CONVPLAN_EXPORT Status check_json_nesting(std::string_view text, std::string_view what,
-                          int max_depth = kMaxJsonDepth);
+                                          int max_depth = kMaxJsonDepth);
 // check_json_nesting, and kInvalidArgument when `text` is longer than `max_bytes`.
-CONVPLAN_EXPORT Status check_json_limits(std::string_view text, std::string_view what, int64_t max_bytes,
-                         int max_depth = kMaxJsonDepth);
+CONVPLAN_EXPORT Status check_json_limits(std::string_view text, std::string_view what,
+                                         int64_t max_bytes, int max_depth = kMaxJsonDepth);
 
 // The whole of the regular file `path`, described as `what` in messages ("errata file"):
 // kNotFound when it does not exist, kInvalidArgument when it is not a regular file (a FIFO, a
 // device, a folder) or is larger than `max_bytes`, kIoError when it cannot be read. Opening
 // never blocks (O_NONBLOCK), so a FIFO is refused rather than waited on.
-CONVPLAN_EXPORT StatusOr<std::string> read_input_file(const std::string& path, std::string_view what,
-                                      int64_t max_bytes);
+CONVPLAN_EXPORT StatusOr<std::string> read_input_file(const std::string& path,
+                                                      std::string_view what, int64_t max_bytes);
 
 }  // namespace convplan

@@ -17,7 +17,8 @@
 namespace convplan {
 
 enum class LogLevel { kDebug, kInfo, kWarning, kError, kOff };
-CONVPLAN_EXPORT const char* to_string(LogLevel level);  // "debug", "info", "warning", "error", "off"
+CONVPLAN_EXPORT const char* to_string(
+    LogLevel level);  // "debug", "info", "warning", "error", "off"
 // The names above; anything else is kInvalidArgument naming the value.
 CONVPLAN_EXPORT StatusOr<LogLevel> parse_log_level(std::string_view text);
 

@@ -46,19 +46,19 @@ struct CONVPLAN_EXPORT CacheStats {
   uint64_t json_clones = 0;  // of those, re-created from the plan's JSON
   uint64_t db_hits = 0;      // records found in the database instead of tuning
   uint64_t evictions = 0;
-  uint64_t failures = 0;     // failed tunes, builds and executions
+  uint64_t failures = 0;           // failed tunes, builds and executions
   uint64_t provisional_calls = 0;  // background mode: calls served by a provisional plan
   uint64_t background_tunes = 0;   // background mode: tunes finished on the cache's thread
-  double tune_ms = 0;        // wall time spent tuning
-  double clone_ms = 0;       // wall time spent cloning
-  size_t plans = 0;          // plans held now
-  size_t records = 0;        // records held now
+  double tune_ms = 0;              // wall time spent tuning
+  double clone_ms = 0;             // wall time spent cloning
+  size_t plans = 0;                // plans held now
+  size_t records = 0;              // records held now
   size_t plan_host_bytes = 0;
   std::string to_string() const;
 };
 
 struct CONVPLAN_EXPORT PlanCacheOptions {
-  std::shared_ptr<Backend> backend;        // required
+  std::shared_ptr<Backend> backend;  // required
   // Maximum plans held; unset: CONVPLAN_CACHE_CAPACITY, else 10000. 0 disables caching of plans
   // (each call builds and drops its plan; records are still kept).
   std::optional<size_t> capacity;
@@ -81,7 +81,8 @@ enum class AcquireOutcome {
   kWaited,       // another call was loading or tuning it; this one waited, then built its plan
   kProvisional,  // background mode: a provisional plan while the key is tuned in the background
 };
-CONVPLAN_EXPORT const char* to_string(AcquireOutcome outcome);  // "hit", "clone", "json_clone", "database", ...
+CONVPLAN_EXPORT const char* to_string(
+    AcquireOutcome outcome);  // "hit", "clone", "json_clone", "database", ...
 
 // A pinned plan: while it lives the plan is not evicted. Move-only; use from one thread.
 class CONVPLAN_EXPORT PlanRef {

@@ -76,13 +76,24 @@ struct CONVPLAN_EXPORT TensorShape {
   int rank = 0;  // spatial_dims + 2
   TensorStrides dims{};
   TensorStrides strides{};
-  int64_t elements() const;     // product of dims
+  int64_t elements() const;       // product of dims
   int64_t span_elements() const;  // 1 + largest offset: the elements a buffer must hold
   bool operator==(const TensorShape&) const = default;
 };
 
 // One step of a post-operation chain. scale is used by kAdd only (and is 1 for every other kind).
-enum class PostOpKind { kBias, kAdd, kRelu, kRelu6, kGelu, kGeluTanh, kSilu, kSigmoid, kTanh, kElu };
+enum class PostOpKind {
+  kBias,
+  kAdd,
+  kRelu,
+  kRelu6,
+  kGelu,
+  kGeluTanh,
+  kSilu,
+  kSigmoid,
+  kTanh,
+  kElu
+};
 inline constexpr int kPostOpKinds = 10;
 // "bias", "add", "relu", "relu6", "gelu", "gelu_tanh", "silu", "sigmoid", "tanh", "elu".
 CONVPLAN_EXPORT const char* to_string(PostOpKind k);

@@ -49,8 +49,9 @@ struct CONVPLAN_EXPORT RecordKey {
 // The text form from parts already in text: what RecordKey::to_string() and TuningRecord::key()
 // both use, so that a key is written one way only.
 CONVPLAN_EXPORT std::string record_key_text(std::string_view device_model, std::string_view problem,
-                            std::string_view policy, std::string_view library_version,
-                            int tuner_format = kTunerFormatVersion);
+                                            std::string_view policy,
+                                            std::string_view library_version,
+                                            int tuner_format = kTunerFormatVersion);
 
 // The cuDNN version at the end of a DeviceInfo::model_key() ("...|cudnn91900" -> 91900), if any.
 CONVPLAN_EXPORT std::optional<int64_t> cudnn_version_of_model(std::string_view device_model);

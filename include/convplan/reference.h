@@ -20,14 +20,15 @@ namespace convplan {
 // its tensor's span_elements(). The direction's output tensor is read (for beta) and written;
 // the others are only read. REQUIRES: problem.validate().ok() (else kInvalidArgument).
 CONVPLAN_EXPORT Status reference_convolution(const ConvProblem& problem, std::vector<double>& x,
-                             std::vector<double>& w, std::vector<double>& y);
+                                             std::vector<double>& w, std::vector<double>& y);
 // The same with the post-op chain's tensors: bias of bias_shape().span_elements() values and
 // residual of residual_shape().span_elements(), in their layouts; either may be empty when the
 // chain does not use it (the overload above passes both empty). kInvalidArgument naming the
 // tensor when the chain needs one that is too small.
 CONVPLAN_EXPORT Status reference_convolution(const ConvProblem& problem, std::vector<double>& x,
-                             std::vector<double>& w, std::vector<double>& y,
-                             const std::vector<double>& bias, const std::vector<double>& residual);
+                                             std::vector<double>& w, std::vector<double>& y,
+                                             const std::vector<double>& bias,
+                                             const std::vector<double>& residual);
 
 // The chain's value at one output element: v the convolution's (alpha applied), bias the bias of
 // the element's channel, residual the residual tensor's element (each read only when the chain
@@ -47,14 +48,16 @@ struct CONVPLAN_EXPORT PostOpTensors {
 // problem's data type and layout; the output tensor's buffer supplies the old value for beta.
 // Cost per element: the products that make it (c/groups * filter for fwd, k/groups * filter for
 // bwd_data, n * output size for bwd_filter). REQUIRES: problem.validate().ok().
-CONVPLAN_EXPORT Status reference_convolution_at(const ConvProblem& problem, const void* x, const void* w,
-                                const void* y, const std::vector<int64_t>& offsets,
-                                std::vector<double>& out);
+CONVPLAN_EXPORT Status reference_convolution_at(const ConvProblem& problem, const void* x,
+                                                const void* w, const void* y,
+                                                const std::vector<int64_t>& offsets,
+                                                std::vector<double>& out);
 // The same with the chain's tensors (kInvalidArgument naming the tensor the chain needs and
 // `post` lacks).
-CONVPLAN_EXPORT Status reference_convolution_at(const ConvProblem& problem, const void* x, const void* w,
-                                const void* y, PostOpTensors post,
-                                const std::vector<int64_t>& offsets, std::vector<double>& out);
+CONVPLAN_EXPORT Status reference_convolution_at(const ConvProblem& problem, const void* x,
+                                                const void* w, const void* y, PostOpTensors post,
+                                                const std::vector<int64_t>& offsets,
+                                                std::vector<double>& out);
 
 // The tuner's input data (the same on the host and on the device): the value of the element at
 // `offset` (in elements) of a tensor filled from `seed`, a multiple of 1/128 in [-1, 1], exact in
@@ -68,16 +71,18 @@ struct CONVPLAN_EXPORT HashedInputs {
 // it reads are computed, so no host copy of the inputs is needed. The output tensor's seed gives
 // its old values (read only when beta != 0). The values are those of the problem's data type
 // (every hashed value is exact in every floating type).
-CONVPLAN_EXPORT Status reference_convolution_at_hashed(const ConvProblem& problem, const HashedInputs& seeds,
-                                       const std::vector<int64_t>& offsets,
-                                       std::vector<double>& out);
+CONVPLAN_EXPORT Status reference_convolution_at_hashed(const ConvProblem& problem,
+                                                       const HashedInputs& seeds,
+                                                       const std::vector<int64_t>& offsets,
+                                                       std::vector<double>& out);
 // Conversions between doubles and the problem's data type in host memory (fp16 and bf16 with
 // round-to-nearest-even), for filling device buffers and reading them back.
 CONVPLAN_EXPORT void to_data_type(DataType t, const double* src, void* dst, int64_t count);
 CONVPLAN_EXPORT void from_data_type(DataType t, const void* src, double* dst, int64_t count);
 
 // ||a - b||_2 / ||b||_2 (0 when both are zero; infinity when only b is zero or a has NaN).
-CONVPLAN_EXPORT double relative_l2_error(const std::vector<double>& a, const std::vector<double>& b);
+CONVPLAN_EXPORT double relative_l2_error(const std::vector<double>& a,
+                                         const std::vector<double>& b);
 
 // The relative L2 error an engine with `notes` may have against the reference for the problem's
 // types: 1e-12 fp64, 1e-5 fp32 without tensor cores, 5e-3 fp32 with TF32 (kNoteTensorCore or

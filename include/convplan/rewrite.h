@@ -40,8 +40,8 @@ namespace convplan {
 // Which rewrite: block 1 = no space-to-depth; multiples 1 = no padding.
 struct CONVPLAN_EXPORT RewriteSpec {
   int64_t block = 1;
-  int64_t c_multiple = 1;  // the rewritten C (b^D * C) rounded up to this
-  int64_t k_multiple = 1;  // K rounded up to this
+  int64_t c_multiple = 1;    // the rewritten C (b^D * C) rounded up to this
+  int64_t k_multiple = 1;    // K rounded up to this
   std::string name() const;  // "s2d2c16"; "" for the identity
   // Parses a name; errors name the text and the offending part.
   static StatusOr<RewriteSpec> parse(std::string_view name);
@@ -76,8 +76,9 @@ CONVPLAN_EXPORT std::vector<Rewrite> applicable_rewrites(const ConvProblem& prob
 // The host twin of the transform kernels. to_rewritten: dst (the rewritten tensor) from src (the
 // original); else dst = alpha * (original tensor gathered from the rewritten src) + beta * dst.
 // Buffers hold `type` elements in the problems' layouts (packed, span_elements() each).
-CONVPLAN_EXPORT Status transform_host(const Rewrite& rewrite, TensorRole tensor, bool to_rewritten, DataType type,
-                      const void* src, void* dst, double alpha = 1.0, double beta = 0.0);
+CONVPLAN_EXPORT Status transform_host(const Rewrite& rewrite, TensorRole tensor, bool to_rewritten,
+                                      DataType type, const void* src, void* dst, double alpha = 1.0,
+                                      double beta = 0.0);
 
 // Wraps `inner` (see above). Reads CONVPLAN_REWRITES once, here: "off"/"0" gives a wrapper that
 // adds no candidate (it still builds tagged configs, e.g. from a database).

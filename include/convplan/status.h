@@ -53,7 +53,9 @@ class [[nodiscard]] CONVPLAN_EXPORT Status {
 };
 
 inline Status ok_status() { return Status(); }
-inline Status invalid_argument(std::string m) { return {StatusCode::kInvalidArgument, std::move(m)}; }
+inline Status invalid_argument(std::string m) {
+  return {StatusCode::kInvalidArgument, std::move(m)};
+}
 inline Status not_supported(std::string m) { return {StatusCode::kNotSupported, std::move(m)}; }
 inline Status out_of_memory(std::string m) { return {StatusCode::kOutOfMemory, std::move(m)}; }
 inline Status corrupt_data(std::string m) { return {StatusCode::kCorruptData, std::move(m)}; }
@@ -65,7 +67,7 @@ inline Status internal_error(std::string m) { return {StatusCode::kInternal, std
 template <typename T>
 class [[nodiscard]] StatusOr {
  public:
-  StatusOr(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
+  StatusOr(T value) : value_(std::move(value)) {}         // NOLINT: implicit by design
   StatusOr(Status status) : status_(std::move(status)) {  // NOLINT
     assert(!status_.ok() && "StatusOr built from an ok Status without a value");
     if (status_.ok()) status_ = internal_error("StatusOr built from an ok Status without a value");
@@ -94,10 +96,10 @@ class [[nodiscard]] StatusOr {
 #define CONVPLAN_CONCAT_(a, b) CONVPLAN_CONCAT_INNER_(a, b)
 
 // Returns the Status of `expr` from the enclosing function when it is not ok.
-#define CONVPLAN_RETURN_IF_ERROR(expr)                     \
-  do {                                                     \
-    ::convplan::Status convplan_status_ = (expr);          \
-    if (!convplan_status_.ok()) return convplan_status_;   \
+#define CONVPLAN_RETURN_IF_ERROR(expr)                   \
+  do {                                                   \
+    ::convplan::Status convplan_status_ = (expr);        \
+    if (!convplan_status_.ok()) return convplan_status_; \
   } while (0)
 
 // `lhs` = the value of the StatusOr `expr`, or returns its Status.

@@ -29,7 +29,8 @@ enum class TuneMode {
   // the cache's own; later calls get the tuned plan. Its records are limited mode's (same key).
   kBackground,
 };
-CONVPLAN_EXPORT const char* to_string(TuneMode m);  // "heuristic", "limited", "exhaustive", "background"
+CONVPLAN_EXPORT const char* to_string(
+    TuneMode m);  // "heuristic", "limited", "exhaustive", "background"
 CONVPLAN_EXPORT StatusOr<TuneMode> parse_tune_mode(std::string_view s);
 
 // One disabled engine: every configuration of engine_id, or only those whose knobs include all
@@ -51,12 +52,12 @@ CONVPLAN_EXPORT StatusOr<std::vector<EngineRule>> parse_engine_rules(std::string
 // "*" every rewrite, "" only the problem itself; {"id":"no-s2d","rewrite":"s2d2"} disables s2d2
 // for every engine. A disabled-engine rule ("5") matches engine 5 with or without a rewrite.
 struct CONVPLAN_EXPORT ErrataRule {
-  std::string id;                        // for messages
+  std::string id;  // for messages
   std::optional<Direction> direction;
   std::optional<DataType> data_type;
-  int64_t engine_id = -1;                // -1: any
-  std::vector<KnobChoice> knobs;         // all must match
-  std::optional<std::string> rewrite;    // a name, "*" (any rewrite) or "" (none); unset: any
+  int64_t engine_id = -1;              // -1: any
+  std::vector<KnobChoice> knobs;       // all must match
+  std::optional<std::string> rewrite;  // a name, "*" (any rewrite) or "" (none); unset: any
   // Inclusive ranges over the problem's fields (n, c, k, groups, and the spatial sizes
   // input0.., filter0.., stride0.., dilation0..): name, min, max (-1 = unbounded).
   struct Range {
@@ -71,33 +72,34 @@ struct CONVPLAN_EXPORT ErrataRule {
 };
 // Errors name the file (or "<text>"), the rule's index and the field.
 CONVPLAN_EXPORT StatusOr<std::vector<ErrataRule>> parse_errata_rules(std::string_view json_text,
-                                                     std::string_view source_name);
+                                                                     std::string_view source_name);
 // Reads a rules file: kIoError when it cannot be opened or read; kInvalidArgument when it is not
 // a regular file (a FIFO, a device) or is larger than max_input_bytes() (input_limits.h).
 CONVPLAN_EXPORT StatusOr<std::vector<ErrataRule>> load_errata_file(const std::string& path);
 
 struct CONVPLAN_EXPORT TunePolicy {
   TuneMode mode = TuneMode::kLimited;
-  std::vector<EngineRule> disabled_fwd;          // CONVPLAN_DISABLED_FWD_ENGINES
-  std::vector<EngineRule> disabled_bwd_data;     // CONVPLAN_DISABLED_BWD_DATA_ENGINES
-  std::vector<EngineRule> disabled_bwd_filter;   // CONVPLAN_DISABLED_BWD_FILTER_ENGINES
-  std::vector<ErrataRule> errata;                // CONVPLAN_ERRATA_FILE (a path to JSON)
-  NoteSet forbidden_notes = 0;                   // CONVPLAN_FORBIDDEN_NOTES ("fft,winograd")
-  bool deterministic = false;                    // CONVPLAN_DETERMINISTIC: forbids kNoteNonDeterministic
-  bool allow_runtime_compilation = true;         // CONVPLAN_ALLOW_RUNTIME_COMPILATION
-  int64_t workspace_limit = int64_t{4} << 30;    // bytes; CONVPLAN_WORKSPACE_LIMIT
-  double budget_ms = 10000;                      // exhaustive: per problem; CONVPLAN_TUNE_BUDGET_MS
+  std::vector<EngineRule> disabled_fwd;         // CONVPLAN_DISABLED_FWD_ENGINES
+  std::vector<EngineRule> disabled_bwd_data;    // CONVPLAN_DISABLED_BWD_DATA_ENGINES
+  std::vector<EngineRule> disabled_bwd_filter;  // CONVPLAN_DISABLED_BWD_FILTER_ENGINES
+  std::vector<ErrataRule> errata;               // CONVPLAN_ERRATA_FILE (a path to JSON)
+  NoteSet forbidden_notes = 0;                  // CONVPLAN_FORBIDDEN_NOTES ("fft,winograd")
+  bool deterministic = false;             // CONVPLAN_DETERMINISTIC: forbids kNoteNonDeterministic
+  bool allow_runtime_compilation = true;  // CONVPLAN_ALLOW_RUNTIME_COMPILATION
+  int64_t workspace_limit = int64_t{4} << 30;  // bytes; CONVPLAN_WORKSPACE_LIMIT
+  double budget_ms = 10000;                    // exhaustive: per problem; CONVPLAN_TUNE_BUDGET_MS
   int warmup_runs = 1;
-  int timed_runs = 5;                            // median of these
-  bool validate = true;                          // compare candidates' outputs with a reference
-  int verbose = 0;                               // CONVPLAN_VERBOSE: 0, 1 or 2
+  int timed_runs = 5;    // median of these
+  bool validate = true;  // compare candidates' outputs with a reference
+  int verbose = 0;       // CONVPLAN_VERBOSE: 0, 1 or 2
   // Candidates of rewritten problems (convplan/rewrite.h) may be chosen; CONVPLAN_REWRITES=off.
   bool rewrites = true;
 
   const std::vector<EngineRule>& disabled_for(Direction d) const;
 
-  // Reads CONVPLAN_TUNE, the variables named above, CONVPLAN_REWRITES and CONVPLAN_VERBOSE over `base`. A malformed
-  // variable is kInvalidArgument naming the variable, its value and the offending part.
+  // Reads CONVPLAN_TUNE, the variables named above, CONVPLAN_REWRITES and CONVPLAN_VERBOSE over
+  // `base`. A malformed variable is kInvalidArgument naming the variable, its value and the
+  // offending part.
   static StatusOr<TunePolicy> from_environment(const TunePolicy& base);
   static StatusOr<TunePolicy> from_environment();  // over the defaults
 
@@ -109,6 +111,6 @@ struct CONVPLAN_EXPORT TunePolicy {
 
 // The key of `problem` tuned on `device` under `policy` by this library.
 CONVPLAN_EXPORT RecordKey record_key(const DeviceInfo& device, const ConvProblem& problem,
-                     const TunePolicy& policy);
+                                     const TunePolicy& policy);
 
 }  // namespace convplan

@@ -8,8 +8,8 @@
 // handle it is given, and the handle's stream.
 #pragma once
 
-#include <functional>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -44,8 +44,8 @@ struct CONVPLAN_EXPORT OutputCheck {
   double relative_error = -1;  // vs the float64 reference; -1 when the plan did not get that far
   double tolerance = -1;       // relative_error_tolerance(problem, the plan's notes)
   int64_t elements_checked = 0;
-  bool full = false;           // every output element was compared (else a random sample)
-  std::string failure;         // why it did not pass, as a rejected candidate's outcome
+  bool full = false;    // every output element was compared (else a random sample)
+  std::string failure;  // why it did not pass, as a rejected candidate's outcome
 };
 
 class CONVPLAN_EXPORT Tuner {

@@ -18,25 +18,25 @@
 namespace convplan {
 
 struct CONVPLAN_EXPORT DbOpenReport {
-  std::string path;             // the file opened, as given ("" for in-memory)
-  std::string moved_aside;      // where a damaged file was moved, if one was
-  std::string reason;           // why it was moved aside, why WAL was not used, or read-only
-  int64_t salvaged = 0;         // intact records copied from a damaged file into the new one
+  std::string path;         // the file opened, as given ("" for in-memory)
+  std::string moved_aside;  // where a damaged file was moved, if one was
+  std::string reason;       // why it was moved aside, why WAL was not used, or read-only
+  int64_t salvaged = 0;     // intact records copied from a damaged file into the new one
   bool wal = false;
-  bool read_only = false;       // it or its folder is not writable: writes fail, nothing is kept
+  bool read_only = false;  // it or its folder is not writable: writes fail, nothing is kept
 };
 
 struct CONVPLAN_EXPORT DbVerifyReport {
-  int64_t records = 0;   // rows read
-  int64_t valid = 0;     // rows that parse and whose key matches their contents
+  int64_t records = 0;                // rows read
+  int64_t valid = 0;                  // rows that parse and whose key matches their contents
   std::vector<std::string> problems;  // one line per bad row: its key (or rowid) and why
 };
 
 // Which records prune() removes; unset fields match everything.
 struct CONVPLAN_EXPORT PruneFilter {
-  std::optional<int64_t> older_than_unix;  // tuned before this time
-  std::optional<std::string> device_model; // exact DeviceInfo::model_key()
-  std::optional<int64_t> cudnn_version;    // records tuned under this cuDNN version
+  std::optional<int64_t> older_than_unix;   // tuned before this time
+  std::optional<std::string> device_model;  // exact DeviceInfo::model_key()
+  std::optional<int64_t> cudnn_version;     // records tuned under this cuDNN version
 };
 
 // A measured property of a device model, kept so that it is measured once per device rather
@@ -45,7 +45,7 @@ struct CONVPLAN_EXPORT DeviceRate {
   std::string device_model;  // DeviceInfo::model_key()
   std::string name;          // e.g. "copy_gbps", "matrix_tflops:bf16:tc"
   double value = 0;
-  std::string source;        // how it was measured
+  std::string source;  // how it was measured
   int64_t measured_at_unix = 0;
   bool operator==(const DeviceRate&) const = default;
 };

@@ -20,11 +20,11 @@ namespace convplan {
 struct CONVPLAN_EXPORT CandidateResult {
   EngineConfig config;
   NoteSet notes = 0;
-  int rank = 0;              // heuristic rank, used to break timing ties
+  int rank = 0;  // heuristic rank, used to break timing ties
   int64_t workspace_bytes = 0;
   std::vector<float> times_ms;  // each timed run; empty when it was not timed
   double median_ms = -1;
-  double relative_error = -1;   // vs the reference; -1 when not checked
+  double relative_error = -1;  // vs the reference; -1 when not checked
   // "ok", or why it was dropped: "filtered: engine 5 disabled by CONVPLAN_DISABLED_FWD_ENGINES",
   // "rejected: relative error 0.3 > 0.01", "guard bytes overwritten after output", ...
   std::string outcome = "ok";
@@ -41,11 +41,11 @@ struct CONVPLAN_EXPORT TuningRecord {
   // The answer.
   EngineConfig config;
   NoteSet notes = 0;
-  double time_ms = -1;           // median of the chosen candidate; -1 when not timed
+  double time_ms = -1;  // median of the chosen candidate; -1 when not timed
   int64_t workspace_bytes = 0;
-  std::string plan_json;         // serialized plan, kept for runtime-compiled engines
-  int64_t tuned_at_unix = 0;     // seconds since the epoch
-  double tuning_ms = 0;          // how long the tune took
+  std::string plan_json;                    // serialized plan, kept for runtime-compiled engines
+  int64_t tuned_at_unix = 0;                // seconds since the epoch
+  double tuning_ms = 0;                     // how long the tune took
   std::vector<CandidateResult> candidates;  // may be empty
 
   // record_key_text() of the key parts: RecordKey::to_string() of the key it was tuned under.

@@ -155,7 +155,8 @@ StatusOr<cudnnHandle_t> Context::handle_for(int device, cudaStream_t stream) {
     }
     t_last = LastHandle{id_, device, &it->second};
   }
-  if (t_last.handle->stream() != stream) CONVPLAN_RETURN_IF_ERROR(t_last.handle->set_stream(stream));
+  if (t_last.handle->stream() != stream)
+    CONVPLAN_RETURN_IF_ERROR(t_last.handle->set_stream(stream));
   return t_last.handle->handle();
 }
 

@@ -26,10 +26,10 @@
 namespace convplan::python {
 
 struct ContextOptions {
-  std::string db;                        // a path, "off", or "" for the CLI's default path
-  std::optional<std::string> tune;       // heuristic, limited, exhaustive; unset: CONVPLAN_TUNE
+  std::string db;                          // a path, "off", or "" for the CLI's default path
+  std::optional<std::string> tune;         // heuristic, limited, exhaustive; unset: CONVPLAN_TUNE
   std::optional<int64_t> workspace_limit;  // bytes; unset: CONVPLAN_WORKSPACE_LIMIT or 4 GiB
-  std::optional<size_t> capacity;        // plans held; unset: the cache's default
+  std::optional<size_t> capacity;          // plans held; unset: the cache's default
 };
 
 class Context {

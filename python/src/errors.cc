@@ -22,7 +22,8 @@ void register_error_type(nb::module_& m) {
 }
 
 void raise_status(const Status& status) {
-  if (status.code() == StatusCode::kInvalidArgument) throw nb::value_error(status.message().c_str());
+  if (status.code() == StatusCode::kInvalidArgument)
+    throw nb::value_error(status.message().c_str());
   nb::object type = nb::borrow(g_error_type);
   nb::object error = type(nb::str(status.to_string().c_str()));
   error.attr("code") = nb::str(status_code_name(status.code()));

@@ -86,13 +86,16 @@ void bind_problem(nb::module_& m) {
   nb::class_<ConvProblem>(m, "Problem",
                           "A convolution problem in convplan's text form (benchdnn's descriptor "
                           "with an optional prefix of flags), parsed by the C++ parser. Immutable.")
-      .def("__init__", [](ConvProblem* self, const std::string& text) {
-        new (self) ConvProblem(parse(text));
-      }, "text"_a)
+      .def(
+          "__init__",
+          [](ConvProblem* self, const std::string& text) { new (self) ConvProblem(parse(text)); },
+          "text"_a)
       .def("__str__", &ConvProblem::to_string)
-      .def("__repr__", [](const ConvProblem& p) { return "convplan.Problem('" + p.to_string() + "')"; })
-      .def("__eq__", [](const ConvProblem& a, const ConvProblem& b) { return a == b; },
-           nb::is_operator())
+      .def("__repr__",
+           [](const ConvProblem& p) { return "convplan.Problem('" + p.to_string() + "')"; })
+      .def(
+          "__eq__", [](const ConvProblem& a, const ConvProblem& b) { return a == b; },
+          nb::is_operator())
       .def("__hash__", [](const ConvProblem& p) { return static_cast<int64_t>(p.hash() >> 1); })
       .def_prop_ro("direction", [](const ConvProblem& p) { return to_string(p.direction); })
       .def_prop_ro("dtype", [](const ConvProblem& p) { return to_string(p.data_type); })
@@ -118,16 +121,18 @@ void bind_problem(nb::module_& m) {
 
 void bind_context(nb::module_& m) {
   nb::class_<Context>(m, "Context")
-      .def("__init__", [](Context* self, const std::string& db, std::optional<std::string> tune,
-                          std::optional<int64_t> workspace_limit, std::optional<size_t> capacity) {
-        new (self) Context(ContextOptions{db, std::move(tune), workspace_limit, capacity});
-      }, "db"_a = "", "tune"_a = nb::none(), "workspace_limit"_a = nb::none(),
-         "capacity"_a = nb::none())
+      .def(
+          "__init__",
+          [](Context* self, const std::string& db, std::optional<std::string> tune,
+             std::optional<int64_t> workspace_limit, std::optional<size_t> capacity) {
+            new (self) Context(ContextOptions{db, std::move(tune), workspace_limit, capacity});
+          },
+          "db"_a = "", "tune"_a = nb::none(), "workspace_limit"_a = nb::none(),
+          "capacity"_a = nb::none())
       .def("prepare", &Context::prepare, "problem"_a, "device"_a, "stream"_a)
       .def("launch", &Context::launch, "problem"_a, "device"_a, "stream"_a, "x"_a, "w"_a, "y"_a,
            "workspace"_a, "workspace_bytes"_a)
-      .def("run", &Context::run, "problem"_a, "x"_a, "w"_a, "y"_a, "device"_a = 0,
-           "stream"_a = 0)
+      .def("run", &Context::run, "problem"_a, "x"_a, "w"_a, "y"_a, "device"_a = 0, "stream"_a = 0)
       .def("stats", &stats_dict)
       .def_prop_ro("db", &Context::db_path);
 }
@@ -143,14 +148,18 @@ NB_MODULE(_C, m) {
   nb::set_leak_warnings(false);
   register_error_type(m);
   m.attr("__version__") = convplan_version();
-  m.def("cudnn_version", [] { return cudnn_runtime_version(); },
-        "The cuDNN library loaded in this process, e.g. 91900.");
+  m.def(
+      "cudnn_version", [] { return cudnn_runtime_version(); },
+      "The cuDNN library loaded in this process, e.g. 91900.");
   m.def("cuda_runtime_version", [] { return cuda_runtime_version(); });
   m.def("devices", &devices, "The usable GPUs as dicts; [] where there is none.");
-  m.def("gpu_status", [] {
-    Status s = gpu_available();
-    return s.ok() ? std::string() : s.message();
-  }, "'' when a GPU can be used, else why not.");
+  m.def(
+      "gpu_status",
+      [] {
+        Status s = gpu_available();
+        return s.ok() ? std::string() : s.message();
+      },
+      "'' when a GPU can be used, else why not.");
   m.def("default_db_path", &TuningDatabase::default_path);
   bind_problem(m);
   bind_context(m);

@@ -12,7 +12,8 @@
 //                    evicted or forgotten plan that a PlanRef still pins lives on until the PlanRef
 //                    dies, and so does the backend (each entry holds it).
 //   records_         record key (RecordKey::to_string()) -> record, made once per key by a
-//                    SingleFlight (single_flight.h): the first misser loads or tunes, the others wait.
+//                    SingleFlight (single_flight.h): the first misser loads or tunes, the others
+//                    wait.
 //
 // The hit path: shared lock of a shard, an exchange on the handle's in_use flag, shared lock of the
 // handle's map, a lookup with a cheap hash, one increment of the entry's count, relaxed stores of
@@ -28,8 +29,9 @@
 //
 // Lock order: removal_mu_ -> a shard's mu -> a handle's mu. The locks inside records_ and
 // policy_mu_ are never held while taking another lock. Which lock guards what is written as
-// GUARDED_BY and checked by clang's -Wthread-safety (scripts/thread-safety). Every removal of an entry from a handle's map holds
-// removal_mu_, so the evictor's pointers from its scan stay valid until it has finished.
+// GUARDED_BY and checked by clang's -Wthread-safety (scripts/thread-safety). Every removal of an
+// entry from a handle's map holds removal_mu_, so the evictor's pointers from its scan stay valid
+// until it has finished.
 #include "convplan/plan_cache.h"
 
 #include <algorithm>
@@ -57,11 +59,11 @@
 
 namespace convplan {
 
+using cache_detail::FlightOutcome;
 using cache_detail::PlanKey;
 using cache_detail::PlanKeyEqual;
 using cache_detail::PlanKeyHash;
 using cache_detail::PlanKeyView;
-using cache_detail::FlightOutcome;
 
 namespace cache_detail {
 // A key tuned in the background (TuneMode::kBackground): the plans made before it finished are
@@ -76,7 +78,9 @@ using cache_detail::BackgroundTune;
 // A cached plan. Defined here; PlanRef only holds a pointer.
 struct PlanRef::Pin {
   Pin(std::shared_ptr<Backend> backend_in, std::unique_ptr<Plan> plan_in, PlanKey key_in)
-      : backend(std::move(backend_in)), plan(std::move(plan_in)), key(std::move(key_in)),
+      : backend(std::move(backend_in)),
+        plan(std::move(plan_in)),
+        key(std::move(key_in)),
         host_bytes(plan->host_bytes()) {}
 
   // Drops one reference; the last one deletes the entry (plan first, then the backend).
@@ -174,7 +178,8 @@ class PlanCache::Impl {
   Impl(PlanCacheOptions options, size_t capacity, TunePolicy policy)
       : backend_(options.backend),
         tuner_(options.backend, options.tuner),
-        background_tuner_(options.backend, cancellable(std::move(options.tuner), &stop_background_)),
+        background_tuner_(options.backend,
+                          cancellable(std::move(options.tuner), &stop_background_)),
         database_(std::move(options.database)),
         default_policy_(std::move(policy)),
         default_policy_key_(default_policy_.key()),
@@ -377,12 +382,12 @@ class PlanCache::Impl {
 
   std::mutex background_mu_;
   std::condition_variable background_cv_;
-  std::deque<BackgroundJob> background_jobs_;   // GUARDED_BY(background_mu_)
-  bool background_stopping_ = false;            // GUARDED_BY(background_mu_)
+  std::deque<BackgroundJob> background_jobs_;  // GUARDED_BY(background_mu_)
+  bool background_stopping_ = false;           // GUARDED_BY(background_mu_)
   // Per device ordinal, the worker's own handle; entries are added (never removed) under
   // background_mu_ and used by the worker thread alone.
   std::map<int, std::unique_ptr<OwnedHandle>> background_handles_;
-  std::thread background_thread_;               // started with the first background job
+  std::thread background_thread_;  // started with the first background job
 };
 
 Status PlanCache::Impl::claim(cudnnHandle_t handle, HandleState** out) {
@@ -432,9 +437,8 @@ uint32_t PlanCache::Impl::intern_policy(const TunePolicy& policy) {
   return policy_ids_.try_emplace(std::move(key), next).first->second;
 }
 
-Status PlanCache::Impl::get_plan(HandleState& state, const ConvProblem& problem,
-                                 uint32_t policy_id, const TunePolicy& policy,
-                                 DeviceAllocator* allocator, PlanRef* out,
+Status PlanCache::Impl::get_plan(HandleState& state, const ConvProblem& problem, uint32_t policy_id,
+                                 const TunePolicy& policy, DeviceAllocator* allocator, PlanRef* out,
                                  AcquireOutcome* outcome) {
   {
     ReaderLock lock(state.mu);
@@ -486,9 +490,9 @@ Status PlanCache::Impl::miss(HandleState& state, const ConvProblem& problem, uin
 // On return *outcome is kTuned or kDatabaseHit when this call made the record (and *plan holds
 // the handle's plan), kWaited when it waited for another call to make it, else kClone.
 StatusOr<std::shared_ptr<const TuningRecord>> PlanCache::Impl::find_or_make_record(
-    HandleState& state, const RecordKey& key, const ConvProblem& problem,
-    const TunePolicy& policy, DeviceAllocator* allocator, std::unique_ptr<Plan>* plan,
-    AcquireOutcome* outcome, std::shared_ptr<BackgroundTune>* pending) {
+    HandleState& state, const RecordKey& key, const ConvProblem& problem, const TunePolicy& policy,
+    DeviceAllocator* allocator, std::unique_ptr<Plan>* plan, AcquireOutcome* outcome,
+    std::shared_ptr<BackgroundTune>* pending) {
   const std::string key_text = key.to_string();
   FlightOutcome flight = FlightOutcome::kFound;
   std::optional<BackgroundJob> job;
@@ -537,14 +541,10 @@ StatusOr<std::shared_ptr<const TuningRecord>> PlanCache::Impl::find_or_make_reco
   return record;
 }
 
-StatusOr<TuningRecord> PlanCache::Impl::load_or_tune(HandleState& state, const RecordKey& key,
-                                                     const std::string& key_text,
-                                                     const ConvProblem& problem,
-                                                     const TunePolicy& policy,
-                                                     DeviceAllocator* allocator,
-                                                     std::unique_ptr<Plan>* plan,
-                                                     AcquireOutcome* outcome,
-                                                     std::optional<BackgroundJob>* job) {
+StatusOr<TuningRecord> PlanCache::Impl::load_or_tune(
+    HandleState& state, const RecordKey& key, const std::string& key_text,
+    const ConvProblem& problem, const TunePolicy& policy, DeviceAllocator* allocator,
+    std::unique_ptr<Plan>* plan, AcquireOutcome* outcome, std::optional<BackgroundJob>* job) {
   if (database_ != nullptr) {
     StatusOr<TuningRecord> stored = database_->find(key_text);
     if (stored.ok()) {
@@ -605,7 +605,8 @@ void PlanCache::Impl::put_in_database(const TuningRecord& record) {
   if (!put.ok() && !db_write_failure_reported_.exchange(true)) {
     log(LogLevel::kWarning,
         "could not write a tuning record to the database (tuning goes on; further write "
-        "failures are not reported): " + put.to_string());
+        "failures are not reported): " +
+            put.to_string());
   }
 }
 
@@ -717,7 +718,8 @@ void PlanCache::Impl::evict_over_capacity() {
       ReaderLock lock(state->mu);
       for (const auto& [key, entry] : state->plans) {
         if (entry->refs.load(std::memory_order_acquire) == 1) {
-          candidates.push_back({entry->last_used.load(std::memory_order_relaxed), state.get(), entry});
+          candidates.push_back(
+              {entry->last_used.load(std::memory_order_relaxed), state.get(), entry});
         }
       }
     }
@@ -775,8 +777,8 @@ Status PlanCache::Impl::execute(cudnnHandle_t handle, const ConvProblem& problem
   const uint32_t policy_id = policy != nullptr ? resolve_policy(*state, *policy) : 0;
   PlanRef ref;
   CONVPLAN_RETURN_IF_ERROR(get_plan(*state, problem, policy_id,
-                                    policy != nullptr ? *policy : default_policy_, allocator,
-                                    &ref, nullptr));
+                                    policy != nullptr ? *policy : default_policy_, allocator, &ref,
+                                    nullptr));
   Plan& plan = ref.plan();
 
   void* workspace = nullptr;
@@ -801,7 +803,8 @@ Status PlanCache::Impl::execute(cudnnHandle_t handle, const ConvProblem& problem
   if (!status.ok()) {
     failures_.fetch_add(1, std::memory_order_relaxed);
     if (ref.pin_ != nullptr) drop(*state, ref.pin_);
-    return status.with_context("executing " + plan.config().to_string() + " (dropped from the cache)");
+    return status.with_context("executing " + plan.config().to_string() +
+                               " (dropped from the cache)");
   }
   return status;
 }
@@ -834,17 +837,21 @@ Status PlanCache::Impl::ensure_background_handle(int ordinal) {
   std::lock_guard<std::mutex> lock(background_mu_);
   if (background_stopping_) return Status(StatusCode::kCancelled, "the cache is being destroyed");
   if (background_handles_.count(ordinal) == 0) {
-    CONVPLAN_ASSIGN_OR_RETURN(std::unique_ptr<OwnedHandle> handle, backend_->create_handle(ordinal));
+    CONVPLAN_ASSIGN_OR_RETURN(std::unique_ptr<OwnedHandle> handle,
+                              backend_->create_handle(ordinal));
     background_handles_.emplace(ordinal, std::move(handle));
   }
-  if (!background_thread_.joinable()) background_thread_ = std::thread([this] { background_loop(); });
+  if (!background_thread_.joinable())
+    background_thread_ = std::thread([this] { background_loop(); });
   return ok_status();
 }
 
-StatusOr<TuningRecord> PlanCache::Impl::start_background(
-    HandleState& state, const RecordKey& key, const std::string& key_text,
-    const ConvProblem& problem, const TunePolicy& policy, DeviceAllocator* allocator,
-    std::optional<BackgroundJob>* job) {
+StatusOr<TuningRecord> PlanCache::Impl::start_background(HandleState& state, const RecordKey& key,
+                                                         const std::string& key_text,
+                                                         const ConvProblem& problem,
+                                                         const TunePolicy& policy,
+                                                         DeviceAllocator* allocator,
+                                                         std::optional<BackgroundJob>* job) {
   CONVPLAN_RETURN_IF_ERROR(ensure_background_handle(state.device.ordinal));
   TunePolicy first = policy;
   first.mode = TuneMode::kHeuristic;  // validated all the same (policy.validate)
@@ -900,9 +907,9 @@ void PlanCache::Impl::finish_background(BackgroundJob& job, StatusOr<TuningRecor
   if (!tuned.ok()) {
     if (tuned.status().code() != StatusCode::kCancelled) {
       failures_.fetch_add(1, std::memory_order_relaxed);
-      log(LogLevel::kWarning, "background tuning of " + job.key_text +
-                                  " failed; its provisional plan stays: " +
-                                  tuned.status().to_string());
+      log(LogLevel::kWarning,
+          "background tuning of " + job.key_text +
+              " failed; its provisional plan stays: " + tuned.status().to_string());
     }
     job.tune->done.store(true, std::memory_order_release);  // tuned stays null
     return;
@@ -1125,8 +1132,7 @@ Status PlanCache::execute(cudnnHandle_t handle, const ConvProblem& problem,
 
 void PlanCache::forget_handle(cudnnHandle_t handle) { impl_->forget_handle(handle); }
 
-std::optional<TuningRecord> PlanCache::find_record(cudnnHandle_t handle,
-                                                   const ConvProblem& problem,
+std::optional<TuningRecord> PlanCache::find_record(cudnnHandle_t handle, const ConvProblem& problem,
                                                    const TunePolicy& policy) {
   return impl_->find_record(handle, problem, policy);
 }

@@ -37,8 +37,7 @@ inline uint64_t word(int64_t v) { return static_cast<uint64_t>(v); }
 // are included (validate() keeps them at their defaults, and == compares them anyway); strides
 // only with the explicit layout (zeros otherwise); collisions only cost an extra comparison.
 inline uint64_t problem_hash(const ConvProblem& p) {
-  const uint64_t header = word(static_cast<int64_t>(p.direction)) |
-                          word(p.spatial_dims) << 4 |
+  const uint64_t header = word(static_cast<int64_t>(p.direction)) | word(p.spatial_dims) << 4 |
                           word(static_cast<int64_t>(p.data_type)) << 8 |
                           word(static_cast<int64_t>(p.compute_type)) << 12 |
                           word(static_cast<int64_t>(p.layout)) << 16 |
@@ -70,9 +69,9 @@ inline uint64_t problem_hash(const ConvProblem& p) {
 
 // The same answer as ==, in three comparisons of contiguous memory instead of one per array.
 inline bool same_problem(const ConvProblem& a, const ConvProblem& b) {
-  static_assert(offsetof(ConvProblem, dilation) ==
-                    offsetof(ConvProblem, input) + 5 * sizeof(SpatialDims),
-                "the six SpatialDims of ConvProblem are expected to be contiguous");
+  static_assert(
+      offsetof(ConvProblem, dilation) == offsetof(ConvProblem, input) + 5 * sizeof(SpatialDims),
+      "the six SpatialDims of ConvProblem are expected to be contiguous");
   static_assert(offsetof(ConvProblem, y_strides) ==
                     offsetof(ConvProblem, x_strides) + 2 * sizeof(TensorStrides),
                 "the three TensorStrides of ConvProblem are expected to be contiguous");

@@ -32,7 +32,8 @@ int64_t first_poisoned(const uint8_t* data, int64_t count, int64_t elem) {
     case 8: return scan(uint64_t{});
     default:
       for (int64_t i = 0; i < count; ++i) {
-        if (std::all_of(data + i * elem, data + (i + 1) * elem, [](uint8_t b) { return b == 0xFF; })) {
+        if (std::all_of(data + i * elem, data + (i + 1) * elem,
+                        [](uint8_t b) { return b == 0xFF; })) {
           return i;
         }
       }
@@ -70,14 +71,16 @@ StatusOr<int64_t> Backend::read_output(cudnnHandle_t handle, const void* src,
 }
 
 static_assert(static_cast<int>(DataType::kFloat) == detail::kHashedFloat &&
-              static_cast<int>(DataType::kHalf) == detail::kHashedHalf &&
-              static_cast<int>(DataType::kBFloat16) == detail::kHashedBFloat16 &&
-              static_cast<int>(DataType::kDouble) == detail::kHashedDouble,
+                  static_cast<int>(DataType::kHalf) == detail::kHashedHalf &&
+                  static_cast<int>(DataType::kBFloat16) == detail::kHashedBFloat16 &&
+                  static_cast<int>(DataType::kDouble) == detail::kHashedDouble,
               "the hashed stores' type codes follow DataType");
 
 StatusOr<std::unique_ptr<OwnedHandle>> Backend::create_handle(int ordinal) {
-  return Status(StatusCode::kNotSupported, "backend '" + name() + "' cannot create a handle (for "
-                                           "device " + std::to_string(ordinal) + ")");
+  return Status(StatusCode::kNotSupported, "backend '" + name() +
+                                               "' cannot create a handle (for "
+                                               "device " +
+                                               std::to_string(ordinal) + ")");
 }
 
 Status Backend::fill_hashed(cudnnHandle_t handle, void* dst, DataType type, int64_t elements,

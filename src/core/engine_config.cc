@@ -50,17 +50,50 @@ constexpr NoteName kNoteNames[] = {
 // cudnnBackendKnobType_t (cudnn_graph.h, cuDNN 9) by value, without CUDNN_KNOB_TYPE_.
 // CUDNN_KNOB_TYPE_COUNTS (44) counts the others and is not a knob.
 constexpr const char* kKnobNames[] = {
-    "SPLIT_K",        "SWIZZLE",      "TILE_SIZE",      "USE_TEX",
-    "EDGE",           "KBLOCK",       "LDGA",           "LDGB",
-    "CHUNK_K",        "SPLIT_H",      "WINO_TILE",      "MULTIPLY",
-    "SPLIT_K_BUF",    "TILEK",        "STAGES",         "REDUCTION_MODE",
-    "CTA_SPLIT_K_MODE", "SPLIT_K_SLC", "IDX_MODE",      "SLICED",
-    "SPLIT_RS",       "SINGLEBUFFER", "LDGC",           "SPECFILT",
-    "KERNEL_CFG",     "WORKSPACE",    "TILE_CGA",       "TILE_CGA_M",
-    "TILE_CGA_N",     "BLOCK_SIZE",   "OCCUPANCY",      "ARRAY_SIZE_PER_THREAD",
-    "NUM_C_PER_BLOCK", "SPLIT_COLS",  "TILE_ROWS",      "TILE_COLS",
-    "LOAD_SIZE",      "CTA_COUNT",    "STREAM_K",       "SPLIT_P_SLC",
-    "TILE_M",         "TILE_N",       "WARP_SPEC_CFG",  "SWAP_AB",
+    "SPLIT_K",
+    "SWIZZLE",
+    "TILE_SIZE",
+    "USE_TEX",
+    "EDGE",
+    "KBLOCK",
+    "LDGA",
+    "LDGB",
+    "CHUNK_K",
+    "SPLIT_H",
+    "WINO_TILE",
+    "MULTIPLY",
+    "SPLIT_K_BUF",
+    "TILEK",
+    "STAGES",
+    "REDUCTION_MODE",
+    "CTA_SPLIT_K_MODE",
+    "SPLIT_K_SLC",
+    "IDX_MODE",
+    "SLICED",
+    "SPLIT_RS",
+    "SINGLEBUFFER",
+    "LDGC",
+    "SPECFILT",
+    "KERNEL_CFG",
+    "WORKSPACE",
+    "TILE_CGA",
+    "TILE_CGA_M",
+    "TILE_CGA_N",
+    "BLOCK_SIZE",
+    "OCCUPANCY",
+    "ARRAY_SIZE_PER_THREAD",
+    "NUM_C_PER_BLOCK",
+    "SPLIT_COLS",
+    "TILE_ROWS",
+    "TILE_COLS",
+    "LOAD_SIZE",
+    "CTA_COUNT",
+    "STREAM_K",
+    "SPLIT_P_SLC",
+    "TILE_M",
+    "TILE_N",
+    "WARP_SPEC_CFG",
+    "SWAP_AB",
 };
 
 std::string_view trim(std::string_view s) {
@@ -125,7 +158,8 @@ namespace {
 
 StatusOr<EngineConfig> parse_engine(std::string_view text) {
   EngineConfig config;
-  if (text.substr(0, 3) != "eng") return config_error(text, "must start with 'eng' (e.g. eng12:k3=1)");
+  if (text.substr(0, 3) != "eng")
+    return config_error(text, "must start with 'eng' (e.g. eng12:k3=1)");
   size_t pos = 3;
   if (!read_int(text, pos, config.engine_id)) {
     return config_error(text, "expected the engine number after 'eng' at 3");
@@ -201,7 +235,8 @@ StatusOr<NoteSet> parse_notes(std::string_view text) {
     }
     if (bit == 0) {
       std::string accepted;
-      for (const NoteName& n : kNoteNames) accepted += std::string(accepted.empty() ? "" : ", ") + n.name;
+      for (const NoteName& n : kNoteNames)
+        accepted += std::string(accepted.empty() ? "" : ", ") + n.name;
       return invalid_argument(detail::quoted(name) + " at " + std::to_string(start) +
                               " is not an engine note (" + accepted + ", or bit<N>)");
     }

@@ -53,7 +53,8 @@ StatusOr<int64_t> parse_int_value(std::string_view name, std::string_view text, 
   range += ", ";
   range += std::to_string(max);
   range += "]";
-  if (r.ec == std::errc::result_out_of_range) return value_error(name, text, "out of range " + range);
+  if (r.ec == std::errc::result_out_of_range)
+    return value_error(name, text, "out of range " + range);
   if (text.empty() || r.ec != std::errc() || r.ptr != text.data() + text.size())
     return value_error(name, text, "not a whole number");
   if (v < min || v > max) return value_error(name, text, "out of range " + range);
@@ -66,8 +67,8 @@ StatusOr<double> parse_number_value(std::string_view name, std::string_view text
   const auto r = std::from_chars(text.data(), text.data() + text.size(), v);
   if (text.empty() || r.ec == std::errc::invalid_argument || r.ptr != text.data() + text.size())
     return value_error(name, text, "not a number");
-  const std::string range = std::string(min_exclusive ? "(" : "[") + number_text(min) + ", " +
-                            number_text(max) + "]";
+  const std::string range =
+      std::string(min_exclusive ? "(" : "[") + number_text(min) + ", " + number_text(max) + "]";
   if (!std::isfinite(v) || r.ec == std::errc::result_out_of_range)
     return value_error(name, text, "must be a finite number in " + range);
   if (v < min || (min_exclusive && v == min) || v > max)
@@ -95,10 +96,11 @@ StatusOr<int64_t> parse_byte_size_value(std::string_view name, std::string_view 
   } else if (suffix == "g" || suffix == "gb" || suffix == "gib") {
     shift = 30;
   } else {
-    return value_error(name, text, "unknown size suffix '" + std::string(text.substr(end)) +
-                                       "' (K, M or G)");
+    return value_error(name, text,
+                       "unknown size suffix '" + std::string(text.substr(end)) + "' (K, M or G)");
   }
-  if (n > (std::numeric_limits<int64_t>::max() >> shift)) return value_error(name, text, "too large");
+  if (n > (std::numeric_limits<int64_t>::max() >> shift))
+    return value_error(name, text, "too large");
   return n << shift;
 }
 

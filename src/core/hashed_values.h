@@ -61,9 +61,7 @@ CONVPLAN_HOST_DEVICE inline void store_hashed(void* dst, int type, int64_t index
     case kHashedBFloat16:
       static_cast<uint16_t*>(dst)[index] = static_cast<uint16_t>(hashed_bits(level, 7, 127, 16));
       break;
-    default:
-      static_cast<double*>(dst)[index] = level / 128.0;
-      break;
+    default: static_cast<double*>(dst)[index] = level / 128.0; break;
   }
 }
 

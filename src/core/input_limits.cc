@@ -91,13 +91,14 @@ StatusOr<std::string> read_input_file(const std::string& path, std::string_view 
                       "cannot open " + std::string(what), path, std::strerror(err));
   }
   struct stat st {};
-  if (::fstat(fd.get(), &st) != 0) return file_error(StatusCode::kIoError, what, path, std::strerror(errno));
+  if (::fstat(fd.get(), &st) != 0)
+    return file_error(StatusCode::kIoError, what, path, std::strerror(errno));
   if (!S_ISREG(st.st_mode)) {
     return file_error(StatusCode::kInvalidArgument, what, path,
                       "not a regular file (a FIFO, device or folder is not read)");
   }
-  const std::string limit = "the limit of " + std::to_string(max_bytes) +
-                            " bytes (CONVPLAN_MAX_INPUT_BYTES)";
+  const std::string limit =
+      "the limit of " + std::to_string(max_bytes) + " bytes (CONVPLAN_MAX_INPUT_BYTES)";
   if (st.st_size > max_bytes) {
     return file_error(StatusCode::kInvalidArgument, what, path,
                       std::to_string(st.st_size) + " bytes, more than " + limit);

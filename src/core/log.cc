@@ -54,8 +54,8 @@ const char* to_string(LogLevel level) {
 }
 
 StatusOr<LogLevel> parse_log_level(std::string_view text) {
-  for (LogLevel l : {LogLevel::kDebug, LogLevel::kInfo, LogLevel::kWarning, LogLevel::kError,
-                     LogLevel::kOff}) {
+  for (LogLevel l :
+       {LogLevel::kDebug, LogLevel::kInfo, LogLevel::kWarning, LogLevel::kError, LogLevel::kOff}) {
     if (text == to_string(l)) return l;
   }
   return invalid_argument("log level '" + std::string(text) +
@@ -86,9 +86,7 @@ Status set_log_level_from_environment() {
   return ok_status();
 }
 
-bool log_enabled(LogLevel level) {
-  return level != LogLevel::kOff && level >= log_level();
-}
+bool log_enabled(LogLevel level) { return level != LogLevel::kOff && level >= log_level(); }
 
 void log(LogLevel level, std::string_view message) {
   if (!log_enabled(level)) return;

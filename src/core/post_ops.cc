@@ -10,8 +10,8 @@
 namespace convplan {
 namespace {
 
-constexpr const char* kPostOpNames[kPostOpKinds] = {
-    "bias", "add", "relu", "relu6", "gelu", "gelu_tanh", "silu", "sigmoid", "tanh", "elu"};
+constexpr const char* kPostOpNames[kPostOpKinds] = {"bias",      "add",  "relu",    "relu6", "gelu",
+                                                    "gelu_tanh", "silu", "sigmoid", "tanh",  "elu"};
 constexpr const char* kPostOpAccepted =
     "bias, add, add*SCALE, relu, relu6, gelu, gelu_tanh, silu, sigmoid, tanh, elu";
 
@@ -47,7 +47,8 @@ Status parse_token(std::string_view token, size_t pos, PostOp& op) {
   int found = -1;
   for (int k = 0; k < kPostOpKinds; ++k)
     if (name == kPostOpNames[k]) found = k;
-  if (found < 0) return token_error(token, pos, std::string("is not a post-op (") + kPostOpAccepted + ")");
+  if (found < 0)
+    return token_error(token, pos, std::string("is not a post-op (") + kPostOpAccepted + ")");
   op = PostOp{static_cast<PostOpKind>(found), 1.0};
   if (star == std::string_view::npos) return ok_status();
   if (op.kind != PostOpKind::kAdd) {
@@ -108,7 +109,8 @@ std::string PostOps::to_string() const {
 }
 
 StatusOr<PostOps> PostOps::parse(std::string_view text) {
-  if (text.empty()) return invalid_argument(std::string("the post-op chain is empty (") + kPostOpAccepted + ")");
+  if (text.empty())
+    return invalid_argument(std::string("the post-op chain is empty (") + kPostOpAccepted + ")");
   PostOps chain;
   size_t start = 0;
   while (true) {
@@ -117,8 +119,9 @@ StatusOr<PostOps> PostOps::parse(std::string_view text) {
     PostOp op;
     CONVPLAN_RETURN_IF_ERROR(parse_token(token, start, op));
     if ((op.kind == PostOpKind::kBias || op.kind == PostOpKind::kAdd) && chain.has(op.kind)) {
-      return token_error(token, start, std::string("repeats ") + convplan::to_string(op.kind) +
-                                           " (a chain has one bias and one add at most)");
+      return token_error(token, start,
+                         std::string("repeats ") + convplan::to_string(op.kind) +
+                             " (a chain has one bias and one add at most)");
     }
     if (chain.count == kMaxPostOps) {
       std::string what = "is one op too many (at most ";  // appended: see core/quoted.h

@@ -133,8 +133,8 @@ TensorShape ConvProblem::bias_shape() const {
   TensorShape s;
   s.rank = spatial_dims + 2;
   for (int d = 0; d < s.rank; ++d) s.dims[d] = d == 1 ? k : 1;
-  s.strides = packed_strides(s, layout == Layout::kChannelsLast ? Layout::kChannelsLast
-                                                                : Layout::kChannelsFirst);
+  s.strides = packed_strides(
+      s, layout == Layout::kChannelsLast ? Layout::kChannelsLast : Layout::kChannelsFirst);
   return s;
 }
 

@@ -144,7 +144,8 @@ std::string strides_text(const TensorStrides& s, int rank) {
 
 // "at 12 ('kh0'): kh must be >= 1".
 Status error_at(size_t pos, std::string_view part, const std::string& message) {
-  return invalid_argument("at " + std::to_string(pos) + " ('" + std::string(part) + "'): " + message);
+  return invalid_argument("at " + std::to_string(pos) + " ('" + std::string(part) +
+                          "'): " + message);
 }
 
 // The descriptor's entries: scalar ones and one per spatial dimension (0 = d, 1 = h, 2 = w).
@@ -158,12 +159,12 @@ struct EntryName {
 };
 
 constexpr EntryName kEntryNames[] = {
-    {"g", Entry::kG, -1},   {"mb", Entry::kMb, -1}, {"ic", Entry::kIc, -1}, {"oc", Entry::kOc, -1},
-    {"id", Entry::kI, 0},   {"ih", Entry::kI, 1},   {"iw", Entry::kI, 2},   {"od", Entry::kO, 0},
-    {"oh", Entry::kO, 1},   {"ow", Entry::kO, 2},   {"kd", Entry::kK, 0},   {"kh", Entry::kK, 1},
-    {"kw", Entry::kK, 2},   {"sd", Entry::kS, 0},   {"sh", Entry::kS, 1},   {"sw", Entry::kS, 2},
-    {"pd", Entry::kP, 0},   {"ph", Entry::kP, 1},   {"pw", Entry::kP, 2},   {"rd", Entry::kR, 0},
-    {"rh", Entry::kR, 1},   {"rw", Entry::kR, 2},   {"dd", Entry::kD, 0},   {"dh", Entry::kD, 1},
+    {"g", Entry::kG, -1}, {"mb", Entry::kMb, -1}, {"ic", Entry::kIc, -1}, {"oc", Entry::kOc, -1},
+    {"id", Entry::kI, 0}, {"ih", Entry::kI, 1},   {"iw", Entry::kI, 2},   {"od", Entry::kO, 0},
+    {"oh", Entry::kO, 1}, {"ow", Entry::kO, 2},   {"kd", Entry::kK, 0},   {"kh", Entry::kK, 1},
+    {"kw", Entry::kK, 2}, {"sd", Entry::kS, 0},   {"sh", Entry::kS, 1},   {"sw", Entry::kS, 2},
+    {"pd", Entry::kP, 0}, {"ph", Entry::kP, 1},   {"pw", Entry::kP, 2},   {"rd", Entry::kR, 0},
+    {"rh", Entry::kR, 1}, {"rw", Entry::kR, 2},   {"dd", Entry::kD, 0},   {"dh", Entry::kD, 1},
     {"dw", Entry::kD, 2},
 };
 
@@ -180,16 +181,19 @@ struct Given {
 };
 
 struct Descriptor {
-  Given scalar[4];                            // g, mb, ic, oc
+  Given scalar[4];                                  // g, mb, ic, oc
   Given spatial[kSpatialEntries][kMaxSpatialDims];  // [entry - kI][d, h, w]
   // REQUIRES: e is one of kG, kMb, kIc, kOc.
   Given& one(Entry e) { return scalar[static_cast<int>(e)]; }
   // REQUIRES: e is one of kI .. kD; 0 <= dim < 3.
-  Given& at(Entry e, int dim) { return spatial[static_cast<int>(e) - static_cast<int>(Entry::kI)][dim]; }
+  Given& at(Entry e, int dim) {
+    return spatial[static_cast<int>(e) - static_cast<int>(Entry::kI)][dim];
+  }
 };
 
 const char* entry_letter(Entry e) {
-  static constexpr const char* kLetters[] = {"g", "mb", "ic", "oc", "i", "o", "k", "s", "p", "r", "d"};
+  static constexpr const char* kLetters[] = {"g", "mb", "ic", "oc", "i", "o",
+                                             "k", "s",  "p",  "r",  "d"};
   return kLetters[static_cast<int>(e)];
 }
 
@@ -230,19 +234,19 @@ Status parse_entries(std::string_view text, size_t base, Descriptor& desc) {
     int64_t value = 0;
     const auto r = std::from_chars(digits.data(), digits.data() + digits.size(), value);
     if (r.ec != std::errc()) {
-      return error_at(base + start, part, std::string(letters) + "=" + std::string(digits) +
-                                              " is out of range");
+      return error_at(base + start, part,
+                      std::string(letters) + "=" + std::string(digits) + " is out of range");
     }
     if (value < entry_minimum(found->entry)) {
-      return error_at(base + start, part,
-                      std::string(letters) + " must be >= " +
-                          std::to_string(entry_minimum(found->entry)));
+      return error_at(
+          base + start, part,
+          std::string(letters) + " must be >= " + std::to_string(entry_minimum(found->entry)));
     }
     Given& g = found->dim < 0 ? desc.one(found->entry) : desc.at(found->entry, found->dim);
     if (g.set) {
-      return error_at(base + start, part,
-                      std::string(letters) + " is given twice (first at " +
-                          std::to_string(g.pos) + ")");
+      return error_at(
+          base + start, part,
+          std::string(letters) + " is given twice (first at " + std::to_string(g.pos) + ")");
     }
     g = Given{true, value, base + start, part, std::string(letters)};
     i = end;
@@ -254,7 +258,8 @@ bool dimension_used(Descriptor& desc, int dim) {
   auto given = [&](Entry e) { return desc.at(e, dim).set; };
   auto value = [&](Entry e) { return desc.at(e, dim).value; };
   return given(Entry::kI) || given(Entry::kO) || given(Entry::kK) ||
-         (given(Entry::kS) && value(Entry::kS) != 1) || (given(Entry::kP) && value(Entry::kP) != 0) ||
+         (given(Entry::kS) && value(Entry::kS) != 1) ||
+         (given(Entry::kP) && value(Entry::kP) != 0) ||
          (given(Entry::kR) && value(Entry::kR) != 0) || (given(Entry::kD) && value(Entry::kD) != 0);
 }
 
@@ -281,15 +286,18 @@ Status resolve_dimension(Descriptor& desc, int dim, char letter, int out, ConvPr
   for (Given* g : {&gi, &gk}) {
     if (!g->set) {
       const std::string missing = entry_name(g == &gi ? Entry::kI : Entry::kK, letter);
-      return invalid_argument(missing + " is missing: " + first_mention(desc, dim) +
-                              " makes " + std::string(1, letter) + " a dimension of the problem, "
-                              "which needs i" + letter + " and k" + letter);
+      return invalid_argument(missing + " is missing: " + first_mention(desc, dim) + " makes " +
+                              std::string(1, letter) +
+                              " a dimension of the problem, "
+                              "which needs i" +
+                              letter + " and k" + letter);
     }
   }
   const int64_t i = gi.value, k = gk.value;
   const int64_t s = gs.set ? gs.value : 1;
   // benchdnn's dilation counts the gaps: dh0 is an ordinary filter.
-  if (gd.set && gd.value == INT64_MAX) return error_at(gd.pos, gd.text, gd.name + " is out of range");
+  if (gd.set && gd.value == INT64_MAX)
+    return error_at(gd.pos, gd.text, gd.name + " is out of range");
   const int64_t dil = gd.set ? gd.value + 1 : 1;
   const __int128 ext = static_cast<__int128>(k - 1) * dil + 1;
   auto out_size = [&](__int128 pb, __int128 pa) -> __int128 {
@@ -365,8 +373,9 @@ Status parse_descriptor(std::string_view text, size_t base, ConvProblem& p) {
   } else if (used_w) {
     p.spatial_dims = 1;
   } else {
-    return invalid_argument("the descriptor has no spatial dimension: give iw and kw for 1-D, ih "
-                            "and kh for 2-D (iw, kw copied), id and kd for 3-D");
+    return invalid_argument(
+        "the descriptor has no spatial dimension: give iw and kw for 1-D, ih "
+        "and kh for 2-D (iw, kw copied), id and kd for 3-D");
   }
   for (int d = 0; d < p.spatial_dims; ++d) {
     const int dim = kMaxSpatialDims - p.spatial_dims + d;
@@ -392,7 +401,7 @@ struct Flag {
   bool set = false;
 };
 
-constexpr const char* kFlagKeys[] = {"dir", "dt",  "ct", "layout", "tc",  "alpha",
+constexpr const char* kFlagKeys[] = {"dir",  "dt", "ct", "layout", "tc",  "alpha",
                                      "beta", "xs", "ws", "ys",     "post"};
 constexpr int kFlagCount = 11;
 
@@ -420,12 +429,14 @@ Status parse_flags(std::string_view text, size_t base, Flag (&flags)[kFlagCount]
     const std::string_view key = item.substr(0, colon);
     const int f = flag_index(key);
     if (f < 0) {
-      return error_at(pos, item, "unknown flag '" + std::string(key) +
-                                     "' (dir, dt, ct, layout, tc, alpha, beta, xs, ws, ys, post)");
+      return error_at(pos, item,
+                      "unknown flag '" + std::string(key) +
+                          "' (dir, dt, ct, layout, tc, alpha, beta, xs, ws, ys, post)");
     }
     if (flags[f].set) {
-      return error_at(pos, item, std::string(key) + " is given twice (first at " +
-                                     std::to_string(flags[f].pos) + ")");
+      return error_at(
+          pos, item,
+          std::string(key) + " is given twice (first at " + std::to_string(flags[f].pos) + ")");
     }
     flags[f] = Flag{item.substr(colon + 1), pos, item, true};
     start = end + 1;
@@ -454,21 +465,23 @@ Status parse_strides_flag(const Flag& f, const char* key, int rank, TensorStride
     int64_t value = 0;
     const auto r = std::from_chars(num.data(), num.data() + num.size(), value);
     if (num.empty() || r.ec != std::errc() || r.ptr != num.data() + num.size()) {
-      return error_at(f.pos, f.text, std::string(key) + " entry '" + std::string(num) +
-                                         "' is not an integer (strides are joined by 'x')");
+      return error_at(f.pos, f.text,
+                      std::string(key) + " entry '" + std::string(num) +
+                          "' is not an integer (strides are joined by 'x')");
     }
     if (count == kMaxTensorRank) {
-      return error_at(f.pos, f.text, std::string(key) + " has more than " +
-                                         std::to_string(kMaxTensorRank) + " entries");
+      return error_at(
+          f.pos, f.text,
+          std::string(key) + " has more than " + std::to_string(kMaxTensorRank) + " entries");
     }
     out[count++] = value;
     if (end == v.size()) break;
     start = end + 1;
   }
   if (count != rank) {
-    return error_at(f.pos, f.text, std::string(key) + " has " + std::to_string(count) +
-                                       " entries; the descriptor's tensors have " +
-                                       std::to_string(rank));
+    return error_at(f.pos, f.text,
+                    std::string(key) + " has " + std::to_string(count) +
+                        " entries; the descriptor's tensors have " + std::to_string(rank));
   }
   return ok_status();
 }
@@ -536,15 +549,17 @@ Status apply_flags(const Flag (&flags)[kFlagCount], ConvProblem& p) {
   for (int t = 0; t < 3; ++t) {
     const Flag& f = *strides[t];
     if (f.set && p.layout != Layout::kExplicit) {
-      return error_at(f.pos, f.text, std::string(kStrideKeys[t]) + " needs layout:explicit (layout is " +
-                                         to_string(p.layout) + ")");
+      return error_at(f.pos, f.text,
+                      std::string(kStrideKeys[t]) + " needs layout:explicit (layout is " +
+                          to_string(p.layout) + ")");
     }
     if (!f.set && p.layout == Layout::kExplicit) {
-      return invalid_argument(std::string("layout:explicit needs xs, ws and ys; ") + kStrideKeys[t] +
-                              " is missing");
+      return invalid_argument(std::string("layout:explicit needs xs, ws and ys; ") +
+                              kStrideKeys[t] + " is missing");
     }
     if (f.set) {
-      CONVPLAN_RETURN_IF_ERROR(parse_strides_flag(f, kStrideKeys[t], p.spatial_dims + 2, *targets[t]));
+      CONVPLAN_RETURN_IF_ERROR(
+          parse_strides_flag(f, kStrideKeys[t], p.spatial_dims + 2, *targets[t]));
     }
   }
   return ok_status();
@@ -645,7 +660,8 @@ StatusOr<ConvProblem> parse_problem(std::string_view text) {
     text.remove_prefix(1);
     ++base;
   }
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.remove_suffix(1);
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back())))
+    text.remove_suffix(1);
   if (text.empty()) return invalid_argument("an empty text is not a problem");
 
   Flag flags[kFlagCount];
@@ -654,7 +670,8 @@ StatusOr<ConvProblem> parse_problem(std::string_view text) {
   if (has_flags(text)) {
     const size_t slash = text.find('/');
     if (slash == std::string_view::npos) {
-      return invalid_argument("the flags need a '/' before the descriptor (e.g. dir:bwd_data/ic..)");
+      return invalid_argument(
+          "the flags need a '/' before the descriptor (e.g. dir:bwd_data/ic..)");
     }
     CONVPLAN_RETURN_IF_ERROR(parse_flags(text.substr(0, slash), base, flags));
     descriptor = text.substr(slash + 1);
@@ -664,7 +681,8 @@ StatusOr<ConvProblem> parse_problem(std::string_view text) {
   CONVPLAN_RETURN_IF_ERROR(parse_descriptor(descriptor, descriptor_base, p));
   CONVPLAN_RETURN_IF_ERROR(apply_flags(flags, p));
   Status valid = p.validate();
-  if (!valid.ok()) return invalid_argument(detail::quoted(text) + " is not a valid problem: " + valid.message());
+  if (!valid.ok())
+    return invalid_argument(detail::quoted(text) + " is not a valid problem: " + valid.message());
   return p;
 }
 

@@ -15,7 +15,9 @@ namespace {
 
 std::string str(int64_t v) { return std::to_string(v); }
 
-std::string indexed(const char* field, int d) { return std::string(field) + "[" + std::to_string(d) + "]"; }
+std::string indexed(const char* field, int d) {
+  return std::string(field) + "[" + std::to_string(d) + "]";
+}
 
 // a * b, saturating at kSaturated (both factors are >= 0).
 constexpr __int128 kSaturated = static_cast<__int128>(1) << 100;
@@ -72,9 +74,9 @@ Status check_spatial_defaults(const char* field, const SpatialDims& v, int spati
                               int64_t default_value) {
   for (int d = spatial_dims; d < kMaxSpatialDims; ++d) {
     if (v[d] != default_value) {
-      return invalid_argument(indexed(field, d) + "=" + str(v[d]) + " is past spatial_dims=" +
-                              std::to_string(spatial_dims) + " and must stay at its default " +
-                              str(default_value));
+      return invalid_argument(indexed(field, d) + "=" + str(v[d]) +
+                              " is past spatial_dims=" + std::to_string(spatial_dims) +
+                              " and must stay at its default " + str(default_value));
     }
   }
   return ok_status();
@@ -85,7 +87,8 @@ Status check_enums(Direction direction, DataType data_type, DataType compute_typ
   if (d < 0 || d > static_cast<int>(Direction::kBackwardFilter)) {
     return invalid_argument("direction=" + std::to_string(d) + " is not a direction");
   }
-  for (auto [name, t] : {std::pair{"data_type", data_type}, std::pair{"compute_type", compute_type}}) {
+  for (auto [name, t] :
+       {std::pair{"data_type", data_type}, std::pair{"compute_type", compute_type}}) {
     const auto v = static_cast<int>(t);
     if (v < 0 || v > static_cast<int>(DataType::kDouble)) {
       return invalid_argument(std::string(name) + "=" + std::to_string(v) + " is not a data type");
@@ -128,8 +131,10 @@ Status check_types(DataType data_type, DataType compute_type) {
 }
 
 Status check_scaling(double alpha, double beta) {
-  if (!std::isfinite(alpha)) return invalid_argument("alpha=" + std::to_string(alpha) + " must be finite");
-  if (!std::isfinite(beta)) return invalid_argument("beta=" + std::to_string(beta) + " must be finite");
+  if (!std::isfinite(alpha))
+    return invalid_argument("alpha=" + std::to_string(alpha) + " must be finite");
+  if (!std::isfinite(beta))
+    return invalid_argument("beta=" + std::to_string(beta) + " must be finite");
   return ok_status();
 }
 
@@ -189,14 +194,14 @@ Status check_explicit_strides(const char* name, const TensorStrides& dims,
                               const TensorStrides& strides, int rank) {
   for (int d = 0; d < rank; ++d) {
     if (strides[d] < 1) {
-      return invalid_argument(std::string(name) + "[" + std::to_string(d) + "]=" +
-                              std::to_string(strides[d]) + " must be >= 1");
+      return invalid_argument(std::string(name) + "[" + std::to_string(d) +
+                              "]=" + std::to_string(strides[d]) + " must be >= 1");
     }
   }
   for (int d = rank; d < kMaxTensorRank; ++d) {
     if (strides[d] != 0) {
-      return invalid_argument(std::string(name) + "[" + std::to_string(d) + "]=" +
-                              std::to_string(strides[d]) + " is past the tensor's rank " +
+      return invalid_argument(std::string(name) + "[" + std::to_string(d) +
+                              "]=" + std::to_string(strides[d]) + " is past the tensor's rank " +
                               std::to_string(rank) + " and must stay 0");
     }
   }
@@ -211,9 +216,9 @@ Status check_explicit_strides(const char* name, const TensorStrides& dims,
     if (strides[cur] < needed) {
       return invalid_argument(std::string(name) + " make elements overlap: " + name + "[" +
                               std::to_string(cur) + "]=" + std::to_string(strides[cur]) +
-                              " is less than " + name + "[" + std::to_string(prev) + "]=" +
-                              std::to_string(strides[prev]) + " times dim[" + std::to_string(prev) +
-                              "]=" + std::to_string(dims[prev]));
+                              " is less than " + name + "[" + std::to_string(prev) +
+                              "]=" + std::to_string(strides[prev]) + " times dim[" +
+                              std::to_string(prev) + "]=" + std::to_string(dims[prev]));
     }
   }
   __int128 span = 1;
@@ -321,8 +326,9 @@ Status ConvProblem::validate() const {
                            std::pair{"y_strides", &y_strides}}) {
       for (int d = 0; d < kMaxTensorRank; ++d) {
         if ((*s)[d] != 0) {
-          return invalid_argument(std::string(name) + "[" + std::to_string(d) + "]=" +
-                                  str((*s)[d]) + " must be 0 with layout=" + convplan::to_string(layout) +
+          return invalid_argument(std::string(name) + "[" + std::to_string(d) +
+                                  "]=" + str((*s)[d]) +
+                                  " must be 0 with layout=" + convplan::to_string(layout) +
                                   " (strides are only for layout=explicit)");
         }
       }

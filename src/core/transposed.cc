@@ -43,7 +43,8 @@ Status TransposedConvProblem::validate() const {
   CONVPLAN_RETURN_IF_ERROR(check_spatial_dims(spatial_dims));
   CONVPLAN_RETURN_IF_ERROR(check_enums(Direction::kForward, data_type, compute_type, layout));
   if (layout == Layout::kExplicit) {
-    return invalid_argument("layout=explicit is not offered for transposed convolutions (use nchw or nhwc)");
+    return invalid_argument(
+        "layout=explicit is not offered for transposed convolutions (use nchw or nhwc)");
   }
   CONVPLAN_RETURN_IF_ERROR(check_at_least("n", n, 1));
   CONVPLAN_RETURN_IF_ERROR(check_at_least("c", c, 1));
@@ -55,21 +56,22 @@ Status TransposedConvProblem::validate() const {
   CONVPLAN_RETURN_IF_ERROR(check_spatial_at_least("pad_after", pad_after, spatial_dims, 0));
   CONVPLAN_RETURN_IF_ERROR(check_spatial_at_least("stride", stride, spatial_dims, 1));
   CONVPLAN_RETURN_IF_ERROR(check_spatial_at_least("dilation", dilation, spatial_dims, 1));
-  CONVPLAN_RETURN_IF_ERROR(check_spatial_at_least("output_padding", output_padding, spatial_dims, 0));
+  CONVPLAN_RETURN_IF_ERROR(
+      check_spatial_at_least("output_padding", output_padding, spatial_dims, 0));
   CONVPLAN_RETURN_IF_ERROR(check_spatial_defaults("input", input, spatial_dims, 1));
   CONVPLAN_RETURN_IF_ERROR(check_spatial_defaults("filter", filter, spatial_dims, 1));
   CONVPLAN_RETURN_IF_ERROR(check_spatial_defaults("pad_before", pad_before, spatial_dims, 0));
   CONVPLAN_RETURN_IF_ERROR(check_spatial_defaults("pad_after", pad_after, spatial_dims, 0));
   CONVPLAN_RETURN_IF_ERROR(check_spatial_defaults("stride", stride, spatial_dims, 1));
   CONVPLAN_RETURN_IF_ERROR(check_spatial_defaults("dilation", dilation, spatial_dims, 1));
-  CONVPLAN_RETURN_IF_ERROR(check_spatial_defaults("output_padding", output_padding, spatial_dims, 0));
+  CONVPLAN_RETURN_IF_ERROR(
+      check_spatial_defaults("output_padding", output_padding, spatial_dims, 0));
   for (int d = 0; d < spatial_dims; ++d) {
     if (output_padding[d] >= stride[d] && output_padding[d] >= dilation[d]) {
-      return invalid_argument("output_padding[" + std::to_string(d) + "]=" +
-                              std::to_string(output_padding[d]) + " must be < stride[" +
-                              std::to_string(d) + "]=" + std::to_string(stride[d]) +
-                              " or < dilation[" + std::to_string(d) + "]=" +
-                              std::to_string(dilation[d]));
+      return invalid_argument(
+          "output_padding[" + std::to_string(d) + "]=" + std::to_string(output_padding[d]) +
+          " must be < stride[" + std::to_string(d) + "]=" + std::to_string(stride[d]) +
+          " or < dilation[" + std::to_string(d) + "]=" + std::to_string(dilation[d]));
     }
   }
   CONVPLAN_RETURN_IF_ERROR(check_groups(groups, c, k, "c", "k"));
@@ -85,11 +87,11 @@ Status TransposedConvProblem::validate() const {
                        pad_after[d] + static_cast<__int128>(dilation[d]) * (filter[d] - 1) +
                        output_padding[d] + 1;
     if (o < 1) {
-      return invalid_argument("output[" + std::to_string(d) + "]=" +
-                              std::to_string(static_cast<int64_t>(o)) +
+      return invalid_argument("output[" + std::to_string(d) +
+                              "]=" + std::to_string(static_cast<int64_t>(o)) +
                               " is empty: (input-1)*stride + dilation*(filter-1) + output_padding "
-                              "+ 1 <= pads " + std::to_string(pad_before[d]) + "+" +
-                              std::to_string(pad_after[d]));
+                              "+ 1 <= pads " +
+                              std::to_string(pad_before[d]) + "+" + std::to_string(pad_after[d]));
     }
     out_dims[2 + d] = o > kMaxTensorElements ? kMaxTensorElements + 1 : static_cast<int64_t>(o);
   }
@@ -134,11 +136,11 @@ StatusOr<ConvProblem> TransposedConvProblem::to_conv(TransposedPass pass) const 
   for (int d = 0; d < spatial_dims; ++d) {
     conv.pad_after[d] = conv_pad_after(pad_after[d], output_padding[d], stride[d]);
     if (conv.pad_after[d] < 0) {
-      return not_supported("output_padding[" + std::to_string(d) + "]=" +
-                           std::to_string(output_padding[d]) + " >= stride[" + std::to_string(d) +
-                           "]=" + std::to_string(stride[d]) + " with pad_after[" +
-                           std::to_string(d) + "]=" + std::to_string(pad_after[d]) +
-                           " needs a negative pad in the equivalent convolution");
+      return not_supported(
+          "output_padding[" + std::to_string(d) + "]=" + std::to_string(output_padding[d]) +
+          " >= stride[" + std::to_string(d) + "]=" + std::to_string(stride[d]) +
+          " with pad_after[" + std::to_string(d) + "]=" + std::to_string(pad_after[d]) +
+          " needs a negative pad in the equivalent convolution");
     }
   }
   conv.data_type = data_type;
@@ -149,8 +151,9 @@ StatusOr<ConvProblem> TransposedConvProblem::to_conv(TransposedPass pass) const 
   conv.beta = beta;
   CONVPLAN_RETURN_IF_ERROR(conv.validate().with_context("the equivalent convolution"));
   if (conv.output() != input) {
-    return internal_error("the equivalent convolution's output does not match the transposed "
-                          "convolution's input");
+    return internal_error(
+        "the equivalent convolution's output does not match the transposed "
+        "convolution's input");
   }
   return conv;
 }

@@ -17,7 +17,8 @@
 // and is checked against them on reading. A non-finite number (a NaN relative error, say) is
 // written as the string "nan", "inf" or "-inf", since JSON has no such numbers.
 // Required on reading: the four key fields, config, notes, time_ms, workspace_bytes and
-// tuned_at_unix. plan_json, tuning_ms, candidates and tuner_format may be absent (empty, 0, none, 1).
+// tuned_at_unix. plan_json, tuning_ms, candidates and tuner_format may be absent (empty, 0, none,
+// 1).
 #include "convplan/tuning_record.h"
 
 #include "convplan/input_limits.h"
@@ -69,7 +70,8 @@ Json number_to_json(double v) {
 Json config_to_json(const EngineConfig& config) {
   Json knobs = Json::array();
   for (const KnobChoice& k : config.knobs) knobs.push_back({{"type", k.type}, {"value", k.value}});
-  Json j = {{"text", config.to_string()}, {"engine_id", config.engine_id}, {"knobs", std::move(knobs)}};
+  Json j = {
+      {"text", config.to_string()}, {"engine_id", config.engine_id}, {"knobs", std::move(knobs)}};
   // Only when there is one, so that records without a rewrite keep their old form.
   if (!config.rewrite.empty()) j["rewrite"] = config.rewrite;
   if (config.unfused) j["unfused"] = true;  // absent otherwise: records without chains unchanged
@@ -104,7 +106,8 @@ const Json* member(const Json& obj, const char* name) {
 }
 
 Status read_string(const Json& j, const std::string& path, std::string* out) {
-  if (!j.is_string()) return field_error(path, std::string("must be a string, is ") + json_type_name(j));
+  if (!j.is_string())
+    return field_error(path, std::string("must be a string, is ") + json_type_name(j));
   *out = j.get<std::string>();
   return ok_status();
 }
@@ -131,8 +134,9 @@ Status read_int64(const Json& j, const std::string& path, int64_t* out) {
     *out = j.get<int64_t>();
     return ok_status();
   }
-  return field_error(path, std::string("must be an integer, is ") +
-                               (j.is_number_float() ? "a fraction: " + j.dump() : json_type_name(j)));
+  return field_error(path,
+                     std::string("must be an integer, is ") +
+                         (j.is_number_float() ? "a fraction: " + j.dump() : json_type_name(j)));
 }
 
 Status read_int(const Json& j, const std::string& path, int* out) {
@@ -160,10 +164,14 @@ Status read_double(const Json& j, const std::string& path, double* out) {
   }
   if (j.is_string()) {
     const std::string& s = j.get_ref<const std::string&>();
-    if (s == "nan") *out = std::numeric_limits<double>::quiet_NaN();
-    else if (s == "inf") *out = std::numeric_limits<double>::infinity();
-    else if (s == "-inf") *out = -std::numeric_limits<double>::infinity();
-    else return field_error(path, "=\"" + s + "\" is not a number");
+    if (s == "nan")
+      *out = std::numeric_limits<double>::quiet_NaN();
+    else if (s == "inf")
+      *out = std::numeric_limits<double>::infinity();
+    else if (s == "-inf")
+      *out = -std::numeric_limits<double>::infinity();
+    else
+      return field_error(path, "=\"" + s + "\" is not a number");
     return ok_status();
   }
   return field_error(path, std::string("must be a number, is ") + json_type_name(j));
@@ -187,9 +195,11 @@ Status read_optional(const Json& obj, const std::string& prefix, const char* nam
 }
 
 Status read_config(const Json& j, const std::string& path, EngineConfig* out) {
-  if (!j.is_object()) return field_error(path, std::string("must be an object, is ") + json_type_name(j));
+  if (!j.is_object())
+    return field_error(path, std::string("must be an object, is ") + json_type_name(j));
   EngineConfig config;
-  CONVPLAN_RETURN_IF_ERROR(read_required(j, path + ".", "engine_id", &config.engine_id, read_int64));
+  CONVPLAN_RETURN_IF_ERROR(
+      read_required(j, path + ".", "engine_id", &config.engine_id, read_int64));
   const Json* knobs = member(j, "knobs");
   if (knobs != nullptr) {
     if (!knobs->is_array()) return field_error(path + ".knobs", "must be an array");
@@ -202,8 +212,8 @@ Status read_config(const Json& j, const std::string& path, EngineConfig* out) {
       CONVPLAN_RETURN_IF_ERROR(read_required(k, kpath + ".", "value", &choice.value, read_int64));
       // The EngineConfig contract: sorted by type, one entry per type.
       if (!config.knobs.empty() && choice.type <= config.knobs.back().type)
-        return field_error(kpath + ".type", "=" + std::to_string(choice.type) +
-                                                " is repeated or out of order");
+        return field_error(kpath + ".type",
+                           "=" + std::to_string(choice.type) + " is repeated or out of order");
       config.knobs.push_back(choice);
     }
   }
@@ -211,14 +221,15 @@ Status read_config(const Json& j, const std::string& path, EngineConfig* out) {
   if (rewrite != nullptr) {
     CONVPLAN_RETURN_IF_ERROR(read_string(*rewrite, path + ".rewrite", &config.rewrite));
     if (!is_rewrite_name(config.rewrite))
-      return field_error(path + ".rewrite", "=\"" + config.rewrite +
-                                                "\" is not a rewrite name (lower-case letters and digits)");
+      return field_error(
+          path + ".rewrite",
+          "=\"" + config.rewrite + "\" is not a rewrite name (lower-case letters and digits)");
   }
   const Json* unfused = member(j, "unfused");
   if (unfused != nullptr) {
     if (!unfused->is_boolean()) {
-      return field_error(path + ".unfused", std::string("must be true or false, is ") +
-                                                json_type_name(*unfused));
+      return field_error(path + ".unfused",
+                         std::string("must be true or false, is ") + json_type_name(*unfused));
     }
     config.unfused = unfused->get<bool>();
   }
@@ -228,15 +239,17 @@ Status read_config(const Json& j, const std::string& path, EngineConfig* out) {
     CONVPLAN_RETURN_IF_ERROR(read_string(*text, path + ".text", &t));
     std::string expected = config.to_string();
     if (t != expected)
-      return field_error(path + ".text", "=\"" + t + "\" does not match rewrite, engine_id, knobs and unfused (\"" +
-                                             expected + "\")");
+      return field_error(path + ".text",
+                         "=\"" + t + "\" does not match rewrite, engine_id, knobs and unfused (\"" +
+                             expected + "\")");
   }
   *out = std::move(config);
   return ok_status();
 }
 
 Status read_candidate(const Json& j, const std::string& path, CandidateResult* out) {
-  if (!j.is_object()) return field_error(path, std::string("must be an object, is ") + json_type_name(j));
+  if (!j.is_object())
+    return field_error(path, std::string("must be an object, is ") + json_type_name(j));
   const std::string p = path + ".";
   CandidateResult c;
   CONVPLAN_RETURN_IF_ERROR(read_required(j, p, "config", &c.config, read_config));
@@ -248,7 +261,8 @@ Status read_candidate(const Json& j, const std::string& path, CandidateResult* o
     if (!times->is_array()) return field_error(p + "times_ms", "must be an array");
     for (size_t i = 0; i < times->size(); ++i) {
       double t = 0;
-      CONVPLAN_RETURN_IF_ERROR(read_double((*times)[i], p + "times_ms[" + std::to_string(i) + "]", &t));
+      CONVPLAN_RETURN_IF_ERROR(
+          read_double((*times)[i], p + "times_ms[" + std::to_string(i) + "]", &t));
       c.times_ms.push_back(static_cast<float>(t));
     }
   }
@@ -267,7 +281,8 @@ Status read_key_part(const Json& obj, const char* name, std::string* out) {
 
 StatusOr<TuningRecord> record_from_json_value(const Json& j) {
   if (!j.is_object())
-    return corrupt_data(std::string("tuning record: must be a JSON object, is ") + json_type_name(j));
+    return corrupt_data(std::string("tuning record: must be a JSON object, is ") +
+                        json_type_name(j));
   TuningRecord r;
   CONVPLAN_RETURN_IF_ERROR(read_key_part(j, "device_model", &r.device_model));
   CONVPLAN_RETURN_IF_ERROR(read_key_part(j, "problem", &r.problem));
@@ -288,8 +303,8 @@ StatusOr<TuningRecord> record_from_json_value(const Json& j) {
     if (!candidates->is_array()) return field_error("candidates", "must be an array");
     r.candidates.resize(candidates->size());
     for (size_t i = 0; i < candidates->size(); ++i) {
-      CONVPLAN_RETURN_IF_ERROR(
-          read_candidate((*candidates)[i], "candidates[" + std::to_string(i) + "]", &r.candidates[i]));
+      CONVPLAN_RETURN_IF_ERROR(read_candidate(
+          (*candidates)[i], "candidates[" + std::to_string(i) + "]", &r.candidates[i]));
     }
   }
   return r;

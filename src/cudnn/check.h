@@ -34,20 +34,20 @@ const char* short_file_name(const char* file);
 
 }  // namespace convplan::cudnn_detail
 
-#define CONVPLAN_CUDNN_CHECK(expr)                                                         \
-  do {                                                                                     \
-    const cudnnStatus_t convplan_cudnn_status_ = (expr);                                   \
-    if (convplan_cudnn_status_ != CUDNN_STATUS_SUCCESS) {                                  \
-      return ::convplan::cudnn_detail::cudnn_failure(convplan_cudnn_status_, #expr,        \
-                                                     __FILE__, __LINE__);                  \
-    }                                                                                      \
+#define CONVPLAN_CUDNN_CHECK(expr)                                                            \
+  do {                                                                                        \
+    const cudnnStatus_t convplan_cudnn_status_ = (expr);                                      \
+    if (convplan_cudnn_status_ != CUDNN_STATUS_SUCCESS) {                                     \
+      return ::convplan::cudnn_detail::cudnn_failure(convplan_cudnn_status_, #expr, __FILE__, \
+                                                     __LINE__);                               \
+    }                                                                                         \
   } while (0)
 
-#define CONVPLAN_CUDA_CHECK(expr)                                                                \
-  do {                                                                                           \
-    const cudaError_t convplan_cuda_error_ = (expr);                                             \
-    if (convplan_cuda_error_ != cudaSuccess) {                                                   \
-      return ::convplan::cudnn_detail::cuda_failure(convplan_cuda_error_, #expr, __FILE__,       \
-                                                    __LINE__);                                   \
-    }                                                                                            \
+#define CONVPLAN_CUDA_CHECK(expr)                                                          \
+  do {                                                                                     \
+    const cudaError_t convplan_cuda_error_ = (expr);                                       \
+    if (convplan_cuda_error_ != cudaSuccess) {                                             \
+      return ::convplan::cudnn_detail::cuda_failure(convplan_cuda_error_, #expr, __FILE__, \
+                                                    __LINE__);                             \
+    }                                                                                      \
   } while (0)

@@ -126,9 +126,9 @@ const DeviceCount& device_count() {
     const cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess) {
       (void)cudaGetLastError();
-      r.status = Status(StatusCode::kNoDevice,
-                        std::string("cudaGetDeviceCount failed with ") + cudaGetErrorName(e) +
-                            ": " + cudaGetErrorString(e));
+      r.status =
+          Status(StatusCode::kNoDevice, std::string("cudaGetDeviceCount failed with ") +
+                                            cudaGetErrorName(e) + ": " + cudaGetErrorString(e));
     } else if (n <= 0) {
       r.status = Status(StatusCode::kNoDevice, "cudaGetDeviceCount reports 0 devices");
     } else {
@@ -201,7 +201,9 @@ Status CudnnContext::set_stream(cudaStream_t stream) {
 }
 
 CudnnContext::CudnnContext(CudnnContext&& other) noexcept
-    : handle_(other.handle_), stream_(other.stream_), device_(other.device_),
+    : handle_(other.handle_),
+      stream_(other.stream_),
+      device_(other.device_),
       owns_stream_(other.owns_stream_) {
   other.handle_ = nullptr;
   other.stream_ = nullptr;

@@ -136,7 +136,8 @@ class CudnnBackend final : public Backend {
 
   StatusOr<std::unique_ptr<Plan>> build_from_json(cudnnHandle_t handle, const ConvProblem& problem,
                                                   std::string_view json) override {
-    if (json.substr(0, cudnn_detail::kUnfusedJsonPrefix.size()) == cudnn_detail::kUnfusedJsonPrefix) {
+    if (json.substr(0, cudnn_detail::kUnfusedJsonPrefix.size()) ==
+        cudnn_detail::kUnfusedJsonPrefix) {
       return cudnn_detail::unfused_plan_from_json(handle, problem, json);
     }
     CONVPLAN_ASSIGN_OR_RETURN(std::unique_ptr<cudnn_detail::CudnnPlan> plan,
@@ -177,8 +178,8 @@ class CudnnBackend final : public Backend {
     CONVPLAN_ASSIGN_OR_RETURN(int device, cudnn_detail::device_of_stream(stream));
     DeviceGuard guard(device);
     CONVPLAN_RETURN_IF_ERROR(guard.status());
-    CONVPLAN_CUDA_CHECK(cudnn_detail::enqueue_fill_hashed(stream, dst, static_cast<int>(type),
-                                                          elements, seed));
+    CONVPLAN_CUDA_CHECK(
+        cudnn_detail::enqueue_fill_hashed(stream, dst, static_cast<int>(type), elements, seed));
     CONVPLAN_CUDA_CHECK(cudaStreamSynchronize(stream));
     return ok_status();
   }
@@ -189,7 +190,8 @@ class CudnnBackend final : public Backend {
   StatusOr<int64_t> read_output(cudnnHandle_t handle, const void* src, const TensorShape& shape,
                                 int64_t elem_bytes, bool scan_poison,
                                 const std::vector<int64_t>& offsets, void* dst) override {
-    if (offsets.size() * sizeof(int64_t) >= static_cast<size_t>(shape.span_elements() * elem_bytes)) {
+    if (offsets.size() * sizeof(int64_t) >=
+        static_cast<size_t>(shape.span_elements() * elem_bytes)) {
       return Backend::read_output(handle, src, shape, elem_bytes, scan_poison, offsets, dst);
     }
     CONVPLAN_ASSIGN_OR_RETURN(cudaStream_t stream, stream_of(handle));
@@ -201,8 +203,7 @@ class CudnnBackend final : public Backend {
   }
 
   StatusOr<std::vector<float>> time(Plan& plan, const TensorPointers& tensors, void* workspace,
-                                    int warmup, int runs, bool flush_l2,
-                                    float cutoff_ms) override {
+                                    int warmup, int runs, bool flush_l2, float cutoff_ms) override {
     const cudnnHandle_t handle = plan.handle();
     CONVPLAN_ASSIGN_OR_RETURN(cudaStream_t stream, stream_of(handle));
     CONVPLAN_ASSIGN_OR_RETURN(int device, cudnn_detail::device_of_stream(stream));
@@ -221,8 +222,8 @@ class CudnnBackend final : public Backend {
     times.reserve(static_cast<size_t>(runs > 0 ? runs : 0));
     for (int i = 0; i < runs; ++i) {
       if (flush != nullptr) {
-        CONVPLAN_CUDA_CHECK(cudaMemsetAsync(flush->buffer.get(), i & 0xff, flush->buffer.size(),
-                                            stream));
+        CONVPLAN_CUDA_CHECK(
+            cudaMemsetAsync(flush->buffer.get(), i & 0xff, flush->buffer.size(), stream));
       }
       CONVPLAN_CUDA_CHECK(cudaEventRecord(start.get(), stream));
       CONVPLAN_RETURN_IF_ERROR(plan.execute(handle, tensors, workspace));
@@ -311,9 +312,9 @@ class CudnnBackend final : public Backend {
   }
 
   std::mutex mu_;
-  std::map<int, DeviceInfo> devices_;                                 // GUARDED_BY(mu_)
-  std::map<int, std::unique_ptr<CudaDeviceAllocator>> allocators_;    // GUARDED_BY(mu_)
-  std::map<int, std::unique_ptr<FlushBuffer>> flush_;                 // GUARDED_BY(mu_)
+  std::map<int, DeviceInfo> devices_;                               // GUARDED_BY(mu_)
+  std::map<int, std::unique_ptr<CudaDeviceAllocator>> allocators_;  // GUARDED_BY(mu_)
+  std::map<int, std::unique_ptr<FlushBuffer>> flush_;               // GUARDED_BY(mu_)
 };
 
 }  // namespace

@@ -91,8 +91,7 @@ cudnnStatus_t BackendDescriptor::get_int64(cudnnBackendAttributeName_t name, int
 }
 
 cudnnStatus_t BackendDescriptor::get_count(cudnnBackendAttributeName_t name,
-                                           cudnnBackendAttributeType_t type,
-                                           int64_t* count) const {
+                                           cudnnBackendAttributeType_t type, int64_t* count) const {
   *count = 0;
   return get(name, type, 0, count, nullptr);
 }

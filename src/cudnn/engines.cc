@@ -27,8 +27,7 @@ NoteSet note_from_behavior(cudnnBackendBehaviorNote_t note) {
     case CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION: return kNoteRuntimeCompilation;
     case CUDNN_BEHAVIOR_NOTE_REQUIRES_FILTER_INT8x32_REORDER: return kNoteRequiresFilterIntReorder;
     case CUDNN_BEHAVIOR_NOTE_REQUIRES_BIAS_INT8x32_REORDER: return kNoteRequiresBiasIntReorder;
-    case CUDNN_BEHAVIOR_NOTE_SUPPORTS_CUDA_GRAPH_NATIVE_API:
-      return kNoteSupportsCudaGraphNativeApi;
+    case CUDNN_BEHAVIOR_NOTE_SUPPORTS_CUDA_GRAPH_NATIVE_API: return kNoteSupportsCudaGraphNativeApi;
     default: return 0;
   }
 }
@@ -77,9 +76,9 @@ StatusOr<std::vector<KnobInfo>> engine_knob_ranges(const BackendDescriptor& engi
   int64_t count = 0;
   CONVPLAN_CUDNN_CHECK(
       engine.get_count(CUDNN_ATTR_ENGINE_KNOB_INFO, CUDNN_TYPE_BACKEND_DESCRIPTOR, &count));
-  CONVPLAN_ASSIGN_OR_RETURN(std::vector<BackendDescriptor> infos,
-                            BackendDescriptor::create_many(CUDNN_BACKEND_KNOB_INFO_DESCRIPTOR,
-                                                           count));
+  CONVPLAN_ASSIGN_OR_RETURN(
+      std::vector<BackendDescriptor> infos,
+      BackendDescriptor::create_many(CUDNN_BACKEND_KNOB_INFO_DESCRIPTOR, count));
   CONVPLAN_CUDNN_CHECK(engine.get_descriptors(CUDNN_ATTR_ENGINE_KNOB_INFO, infos, &count));
   std::vector<KnobInfo> out;
   for (int64_t i = 0; i < std::min<int64_t>(count, static_cast<int64_t>(infos.size())); ++i) {
@@ -131,9 +130,9 @@ StatusOr<std::vector<KnobChoice>> engine_config_knobs(const BackendDescriptor& c
   // tuned variant of an engine look like its defaults; cudnn-frontend asks for
   // CUDNN_KNOB_TYPE_COUNTS as well.
   int64_t count = CUDNN_KNOB_TYPE_COUNTS;
-  CONVPLAN_ASSIGN_OR_RETURN(std::vector<BackendDescriptor> choices,
-                            BackendDescriptor::create_many(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR,
-                                                           count));
+  CONVPLAN_ASSIGN_OR_RETURN(
+      std::vector<BackendDescriptor> choices,
+      BackendDescriptor::create_many(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR, count));
   CONVPLAN_CUDNN_CHECK(config.get_descriptors(CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, choices, &count));
   std::vector<KnobChoice> out;
   for (int64_t i = 0; i < std::min<int64_t>(count, static_cast<int64_t>(choices.size())); ++i) {
@@ -141,7 +140,8 @@ StatusOr<std::vector<KnobChoice>> engine_config_knobs(const BackendDescriptor& c
     cudnnBackendKnobType_t type = CUDNN_KNOB_TYPE_COUNTS;
     int64_t n = 0;
     KnobChoice k;
-    CONVPLAN_CUDNN_CHECK(c.get(CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE, 1, &n, &type));
+    CONVPLAN_CUDNN_CHECK(
+        c.get(CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE, 1, &n, &type));
     CONVPLAN_CUDNN_CHECK(c.get_int64(CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, &k.value));
     k.type = static_cast<int64_t>(type);
     out.push_back(k);
@@ -196,9 +196,9 @@ StatusOr<std::vector<HeuristicResult>> heuristic_configs(const BackendDescriptor
   int64_t count = 0;
   CONVPLAN_CUDNN_CHECK(
       heur.get_count(CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, &count));
-  CONVPLAN_ASSIGN_OR_RETURN(std::vector<BackendDescriptor> configs,
-                            BackendDescriptor::create_many(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR,
-                                                           count));
+  CONVPLAN_ASSIGN_OR_RETURN(
+      std::vector<BackendDescriptor> configs,
+      BackendDescriptor::create_many(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, count));
   CONVPLAN_CUDNN_CHECK(heur.get_descriptors(CUDNN_ATTR_ENGINEHEUR_RESULTS, configs, &count));
   std::vector<HeuristicResult> out;
   for (int64_t i = 0; i < std::min<int64_t>(count, static_cast<int64_t>(configs.size())); ++i) {
@@ -213,9 +213,8 @@ StatusOr<std::vector<HeuristicResult>> heuristic_configs(const BackendDescriptor
     r.config.engine_id = *index;
     r.config.knobs = std::move(knobs).value();
     r.notes = *notes;
-    const bool repeat = std::any_of(out.begin(), out.end(), [&](const HeuristicResult& o) {
-      return o.config == r.config;
-    });
+    const bool repeat = std::any_of(out.begin(), out.end(),
+                                    [&](const HeuristicResult& o) { return o.config == r.config; });
     if (!repeat) out.push_back(std::move(r));
   }
   return out;

@@ -48,20 +48,20 @@ Status UnfusedPlan::execute(cudnnHandle_t handle, const TensorPointers& tensors,
   // checked before the convolution runs, so that a missing bias leaves y untouched.
   if (handle != conv_->handle()) return conv_->execute(handle, tensors, workspace);
   if (!any_checked_ || !(tensors == checked_)) {
-    CONVPLAN_RETURN_IF_ERROR(check_pointers(tensors, workspace, conv_->workspace_bytes(),
-                                            problem_.post_ops));
+    CONVPLAN_RETURN_IF_ERROR(
+        check_pointers(tensors, workspace, conv_->workspace_bytes(), problem_.post_ops));
     checked_ = tensors;
     any_checked_ = true;
   }
   CONVPLAN_RETURN_IF_ERROR(conv_->execute(handle, tensors, workspace));
   cudaStream_t stream = nullptr;
   CONVPLAN_CUDNN_CHECK(cudnnGetStream(handle, &stream));
-  const cudaError_t e = epilogue_detail::enqueue_epilogue(
-      stream, static_cast<epilogue_detail::EpilogueType>(type_), params_, tensors.y, tensors.bias,
-      tensors.residual);
+  const cudaError_t e =
+      epilogue_detail::enqueue_epilogue(stream, static_cast<epilogue_detail::EpilogueType>(type_),
+                                        params_, tensors.y, tensors.bias, tensors.residual);
   if (e != cudaSuccess) {
-    return Status(StatusCode::kCudaError,
-                  std::string("epilogue after ") + config_.to_string() + ": " + cudaGetErrorString(e));
+    return Status(StatusCode::kCudaError, std::string("epilogue after ") + config_.to_string() +
+                                              ": " + cudaGetErrorString(e));
   }
   return ok_status();
 }

@@ -37,7 +37,7 @@ class UnfusedPlan final : public Plan {
   EngineConfig config_;
   std::unique_ptr<CudnnPlan> conv_;
   epilogue_detail::EpilogueParams params_;
-  int type_ = 0;  // epilogue_detail::EpilogueType
+  int type_ = 0;            // epilogue_detail::EpilogueType
   TensorPointers checked_;  // the last pointers that passed the checks
   bool any_checked_ = false;
 };

@@ -64,10 +64,12 @@ Status make_pointwise(const PostOp& op, cudnnDataType_t precision, BackendDescri
     case PostOpKind::kElu: mode = CUDNN_POINTWISE_ELU_FWD; break;
   }
   CONVPLAN_CUDNN_CHECK(out.set(CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode));
-  CONVPLAN_CUDNN_CHECK(out.set(CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &precision));
+  CONVPLAN_CUDNN_CHECK(
+      out.set(CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &precision));
   const double zero = 0.0, one = 1.0, six = 6.0;
   if (op.kind == PostOpKind::kRelu6) {
-    CONVPLAN_CUDNN_CHECK(out.set(CUDNN_ATTR_POINTWISE_RELU_LOWER_CLIP, CUDNN_TYPE_DOUBLE, 1, &zero));
+    CONVPLAN_CUDNN_CHECK(
+        out.set(CUDNN_ATTR_POINTWISE_RELU_LOWER_CLIP, CUDNN_TYPE_DOUBLE, 1, &zero));
     CONVPLAN_CUDNN_CHECK(out.set(CUDNN_ATTR_POINTWISE_RELU_UPPER_CLIP, CUDNN_TYPE_DOUBLE, 1, &six));
   }
   if (op.kind == PostOpKind::kSilu) {
@@ -85,18 +87,22 @@ Status make_pointwise_operation(const PostOp& op, const BackendDescriptor& point
                                 const BackendDescriptor& in, const BackendDescriptor* b,
                                 const BackendDescriptor& out_tensor, bool double_scale,
                                 BackendDescriptor& out) {
-  CONVPLAN_ASSIGN_OR_RETURN(out, BackendDescriptor::create(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR));
+  CONVPLAN_ASSIGN_OR_RETURN(
+      out, BackendDescriptor::create(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR));
   CONVPLAN_CUDNN_CHECK(out.set_descriptor(CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, pointwise));
   CONVPLAN_CUDNN_CHECK(out.set_descriptor(CUDNN_ATTR_OPERATION_POINTWISE_XDESC, in));
-  if (b != nullptr) CONVPLAN_CUDNN_CHECK(out.set_descriptor(CUDNN_ATTR_OPERATION_POINTWISE_BDESC, *b));
+  if (b != nullptr)
+    CONVPLAN_CUDNN_CHECK(out.set_descriptor(CUDNN_ATTR_OPERATION_POINTWISE_BDESC, *b));
   CONVPLAN_CUDNN_CHECK(out.set_descriptor(CUDNN_ATTR_OPERATION_POINTWISE_YDESC, out_tensor));
   if (op.kind == PostOpKind::kAdd && op.scale != 1.0) {
     if (double_scale) {
       const double scale = op.scale;
-      CONVPLAN_CUDNN_CHECK(out.set(CUDNN_ATTR_OPERATION_POINTWISE_ALPHA2, CUDNN_TYPE_DOUBLE, 1, &scale));
+      CONVPLAN_CUDNN_CHECK(
+          out.set(CUDNN_ATTR_OPERATION_POINTWISE_ALPHA2, CUDNN_TYPE_DOUBLE, 1, &scale));
     } else {
       const float scale = static_cast<float>(op.scale);
-      CONVPLAN_CUDNN_CHECK(out.set(CUDNN_ATTR_OPERATION_POINTWISE_ALPHA2, CUDNN_TYPE_FLOAT, 1, &scale));
+      CONVPLAN_CUDNN_CHECK(
+          out.set(CUDNN_ATTR_OPERATION_POINTWISE_ALPHA2, CUDNN_TYPE_FLOAT, 1, &scale));
     }
   }
   CONVPLAN_CUDNN_CHECK(out.finalize());
@@ -108,7 +114,8 @@ Status make_convolution(const ConvGeometry& g, const ConvProblem& p, BackendDesc
   const cudnnDataType_t compute = cudnn_data_type(p.compute_type);
   const cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
   const size_t n = static_cast<size_t>(g.spatial_dims);
-  CONVPLAN_CUDNN_CHECK(out.set(CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &compute));
+  CONVPLAN_CUDNN_CHECK(
+      out.set(CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &compute));
   CONVPLAN_CUDNN_CHECK(
       out.set(CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode));
   CONVPLAN_CUDNN_CHECK(out.set_int64(CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, g.spatial_dims));
@@ -199,18 +206,18 @@ Status make_chain_tensors(const ConvProblem& p, const ConvGeometry& geometry, Co
     return ok_status();
   };
   if (p.post_ops.has(PostOpKind::kBias)) {
-    CONVPLAN_RETURN_IF_ERROR(add_tensor(tensor_geometry(p.bias_shape(), expand), kUidBias, type,
-                                        false, "tensor bias"));
+    CONVPLAN_RETURN_IF_ERROR(
+        add_tensor(tensor_geometry(p.bias_shape(), expand), kUidBias, type, false, "tensor bias"));
   }
   if (p.post_ops.has(PostOpKind::kAdd)) {
     CONVPLAN_RETURN_IF_ERROR(add_tensor(geometry.y, kUidResidual, type, false, "tensor residual"));
   }
   parts.conv_output = g.post.size();
-  const cudnnDataType_t compute = cudnn_data_type(p.compute_type == DataType::kDouble
-                                                      ? DataType::kDouble : DataType::kFloat);
+  const cudnnDataType_t compute =
+      cudnn_data_type(p.compute_type == DataType::kDouble ? DataType::kDouble : DataType::kFloat);
   for (int i = 0; i < p.post_ops.count; ++i) {
-    CONVPLAN_RETURN_IF_ERROR(add_tensor(geometry.y, kUidVirtual + i, compute, true,
-                                        "virtual tensor of the chain"));
+    CONVPLAN_RETURN_IF_ERROR(
+        add_tensor(geometry.y, kUidVirtual + i, compute, true, "virtual tensor of the chain"));
   }
   return ok_status();
 }
@@ -229,13 +236,14 @@ Status make_chain_operations(const ConvProblem& p, ConvGraph& g, const ChainPart
                                  .with_context(std::string("pointwise ") + to_string(op.kind)));
     const BackendDescriptor& in = g.post[parts.conv_output + static_cast<size_t>(i)];
     const bool last = i + 1 == p.post_ops.count;
-    const BackendDescriptor& out = last ? g.y : g.post[parts.conv_output + static_cast<size_t>(i) + 1];
+    const BackendDescriptor& out =
+        last ? g.y : g.post[parts.conv_output + static_cast<size_t>(i) + 1];
     const BackendDescriptor* b = op.kind == PostOpKind::kBias  ? &g.post[bias]
                                  : op.kind == PostOpKind::kAdd ? &g.post[residual]
                                                                : nullptr;
-    CONVPLAN_RETURN_IF_ERROR(make_pointwise_operation(op, pointwise, in, b, out, f64, operation)
-                                 .with_context(std::string("pointwise operation ") +
-                                               to_string(op.kind)));
+    CONVPLAN_RETURN_IF_ERROR(
+        make_pointwise_operation(op, pointwise, in, b, out, f64, operation)
+            .with_context(std::string("pointwise operation ") + to_string(op.kind)));
     ops.push_back(std::move(pointwise));
     ops.push_back(std::move(operation));
   }

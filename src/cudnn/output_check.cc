@@ -28,9 +28,8 @@ StatusOr<int64_t> read_output_on_device(cudaStream_t stream, const void* src,
       cudaMallocAsync(&scratch, output_check_scratch_bytes(offsets.size(), elem), stream));
   constexpr unsigned long long kNone = std::numeric_limits<unsigned long long>::max();
   unsigned long long found = kNone;
-  const cudaError_t enqueued = enqueue_output_check(stream, src, s, elem, scan_poison,
-                                                    offsets.data(), offsets.size(), scratch, dst,
-                                                    &found);
+  const cudaError_t enqueued = enqueue_output_check(
+      stream, src, s, elem, scan_poison, offsets.data(), offsets.size(), scratch, dst, &found);
   const cudaError_t freed = cudaFreeAsync(scratch, stream);
   const cudaError_t synced = cudaStreamSynchronize(stream);  // found and dst are read after it
   CONVPLAN_CUDA_CHECK(enqueued);

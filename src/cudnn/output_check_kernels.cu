@@ -81,7 +81,8 @@ cudaError_t enqueue_output_check(cudaStream_t stream, const void* data, const Ch
     e = cudaGetLastError();
   }
   if (e == cudaSuccess && count > 0) {
-    e = cudaMemcpyAsync(dev_offsets, offsets, count * sizeof(int64_t), cudaMemcpyHostToDevice, stream);
+    e = cudaMemcpyAsync(dev_offsets, offsets, count * sizeof(int64_t), cudaMemcpyHostToDevice,
+                        stream);
     if (e == cudaSuccess) {
       const auto n = static_cast<long long>(count);
       gather<<<blocks_for(n), kThreads, 0, stream>>>(bytes, dev_offsets, n, elem, dev_out);

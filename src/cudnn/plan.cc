@@ -67,8 +67,8 @@ Status check_pointers(const TensorPointers& t, void* workspace, int64_t workspac
     }
   }
   if (workspace_bytes > 0 && workspace == nullptr) {
-    return invalid_argument("workspace is null; the plan needs " +
-                            std::to_string(workspace_bytes) + " bytes");
+    return invalid_argument("workspace is null; the plan needs " + std::to_string(workspace_bytes) +
+                            " bytes");
   }
   if (workspace != nullptr && !aligned(workspace)) {
     return invalid_argument("workspace at " + pointer_text(workspace) + " is not " +
@@ -127,9 +127,9 @@ Status CudnnPlan::make_variant_pack(const TensorPointers& t, void* workspace) {
 
 Status CudnnPlan::execute(cudnnHandle_t handle, const TensorPointers& tensors, void* workspace) {
   if (handle != handle_) {
-    return Status(StatusCode::kWrongHandle,
-                  "plan for " + config_.to_string() + " was built with handle " +
-                      pointer_text(handle_) + ", not " + pointer_text(handle));
+    return Status(StatusCode::kWrongHandle, "plan for " + config_.to_string() +
+                                                " was built with handle " + pointer_text(handle_) +
+                                                ", not " + pointer_text(handle));
   }
   if (!variant_pack_ || !(tensors == pack_tensors_) || workspace != pack_workspace_) {
     CONVPLAN_RETURN_IF_ERROR(check_pointers(tensors, workspace, workspace_bytes_, chain_));
@@ -158,7 +158,8 @@ StatusOr<std::unique_ptr<CudnnPlan>> build_plan(cudnnHandle_t handle, const Conv
                                                 const EngineConfig& config) {
   if (handle == nullptr) return invalid_argument("handle is null");
   if (config.unfused) {
-    return invalid_argument(config.to_string() + " is an unfused configuration; it is built by "
+    return invalid_argument(config.to_string() +
+                            " is an unfused configuration; it is built by "
                             "build_unfused_plan (cudnn/epilogue_plan.h)");
   }
   CONVPLAN_ASSIGN_OR_RETURN(ConvGraph graph, build_conv_graph(handle, problem));
@@ -177,7 +178,8 @@ StatusOr<std::unique_ptr<CudnnPlan>> build_plan(cudnnHandle_t handle, const Conv
   CONVPLAN_ASSIGN_OR_RETURN(BackendDescriptor plan,
                             BackendDescriptor::create(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR));
   CONVPLAN_CUDNN_CHECK(plan.set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle));
-  CONVPLAN_CUDNN_CHECK(plan.set_descriptor(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, *engine_config));
+  CONVPLAN_CUDNN_CHECK(
+      plan.set_descriptor(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, *engine_config));
   {
     const cudnnStatus_t s = plan.finalize();
     if (s != CUDNN_STATUS_SUCCESS) {

@@ -23,8 +23,7 @@ class CudnnPlan final : public Plan {
   // `chain`: the post-op chain of the graph's problem (fused into the plan), whose bias and
   // residual the variant pack then carries; empty for a plain convolution.
   CudnnPlan(cudnnHandle_t handle, EngineConfig config, NoteSet notes, int64_t workspace_bytes,
-            BackendDescriptor plan, std::vector<BackendDescriptor> keep_alive,
-            PostOps chain = {});
+            BackendDescriptor plan, std::vector<BackendDescriptor> keep_alive, PostOps chain = {});
 
   cudnnHandle_t handle() const override { return handle_; }
   const EngineConfig& config() const override { return config_; }

@@ -10,10 +10,10 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
-#include <optional>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <optional>
 #include <string_view>
 #include <thread>
 
@@ -38,24 +38,11 @@ struct NetworkFs {
   const char* name;
 };
 constexpr NetworkFs kNetworkFileSystems[] = {
-    {0x6969, "nfs"},
-    {0x517B, "smb"},
-    {0xFF534D42, "cifs"},
-    {0xFE534D42, "smb2"},
-    {0x0BD00BD0, "lustre"},
-    {0x47504653, "gpfs"},
-    {0x01021997, "9p"},
-    {0x65735546, "fuse"},
-    {0x00C36400, "ceph"},
-    {0x5346414F, "afs"},
-    {0x6B414653, "afs"},
-    {0x73757245, "coda"},
-    {0x564C, "ncp"},
-    {0x19830326, "beegfs"},
-    {0xAAD7AAEA, "panfs"},
-    {0x20030528, "orangefs"},
-    {0x01161970, "gfs2"},
-    {0x7461636F, "ocfs2"},
+    {0x6969, "nfs"},        {0x517B, "smb"},        {0xFF534D42, "cifs"},  {0xFE534D42, "smb2"},
+    {0x0BD00BD0, "lustre"}, {0x47504653, "gpfs"},   {0x01021997, "9p"},    {0x65735546, "fuse"},
+    {0x00C36400, "ceph"},   {0x5346414F, "afs"},    {0x6B414653, "afs"},   {0x73757245, "coda"},
+    {0x564C, "ncp"},        {0x19830326, "beegfs"}, {0xAAD7AAEA, "panfs"}, {0x20030528, "orangefs"},
+    {0x01161970, "gfs2"},   {0x7461636F, "ocfs2"},
 };
 
 }  // namespace
@@ -146,19 +133,23 @@ StatusOr<std::string> canonical_database_path(const std::string& path) {
 Status check_private_folder(const std::string& folder, bool allow_shared) {
   if (allow_shared) return ok_status();
   struct stat st;
-  if (::stat(folder.c_str(), &st) != 0) return io_error("tuning database folder '" + folder + "'", errno);
-  const char* opt_in = " (set CONVPLAN_DB_ALLOW_SHARED_FOLDER=1 or give --db-allow-shared-folder "
-                       "to use it anyway)";
+  if (::stat(folder.c_str(), &st) != 0)
+    return io_error("tuning database folder '" + folder + "'", errno);
+  const char* opt_in =
+      " (set CONVPLAN_DB_ALLOW_SHARED_FOLDER=1 or give --db-allow-shared-folder "
+      "to use it anyway)";
   if (st.st_uid != ::geteuid() && st.st_uid != 0) {
-    return invalid_argument("tuning database folder '" + folder + "' belongs to another user (uid " +
-                            std::to_string(st.st_uid) + "), who could replace its files" + opt_in);
+    return invalid_argument("tuning database folder '" + folder +
+                            "' belongs to another user (uid " + std::to_string(st.st_uid) +
+                            "), who could replace its files" + opt_in);
   }
   if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
     char mode[8];
     std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
     return invalid_argument("tuning database folder '" + folder + "' (mode " + mode +
                             ") is writable by other users, who could plant links under the "
-                            "database's names" + opt_in);
+                            "database's names" +
+                            opt_in);
   }
   return ok_status();
 }
@@ -195,14 +186,16 @@ std::string loose_mode_warning(const std::string& db_path) {
     loose += (loose.empty() ? "" : ", ") + ("'" + db_path + suffix + "' has mode " + mode);
   }
   if (loose.empty()) return loose;
-  return loose + ": other users may read or change the tuning records (chmod 600 to make it "
-                 "private; convplan leaves modes as they are)";
+  return loose +
+         ": other users may read or change the tuning records (chmod 600 to make it "
+         "private; convplan leaves modes as they are)";
 }
 
 bool folder_writable(const std::string& folder) { return ::access(folder.c_str(), W_OK) == 0; }
 
 StatusOr<std::string> move_aside(const std::string& path, const std::string& tag) {
-  const std::string base = path + "." + tag + "-" + std::to_string(static_cast<int64_t>(std::time(nullptr)));
+  const std::string base =
+      path + "." + tag + "-" + std::to_string(static_cast<int64_t>(std::time(nullptr)));
   std::string target = base;
   for (int n = 2; exists(target) || exists(target + "-wal") || exists(target + "-journal"); ++n) {
     target = base + "-" + std::to_string(n);

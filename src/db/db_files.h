@@ -20,8 +20,8 @@ std::string parent_folder(const std::string& file_path);
 Status make_private_folders(const std::string& file_path);
 
 // Creates `path` as an empty file of mode 0600 (whatever the umask) when nothing exists there;
-// an existing file is left untouched. Never follows a symbolic link (O_NOFOLLOW). SQLite gives its -wal, -shm and -journal files the mode
-// of the database file, so they are private too.
+// an existing file is left untouched. Never follows a symbolic link (O_NOFOLLOW). SQLite gives its
+// -wal, -shm and -journal files the mode of the database file, so they are private too.
 Status create_private_file(const std::string& path);
 
 // The name of the network file system `folder` lies on ("nfs", "cifs", "lustre", ...), or ""

@@ -6,14 +6,13 @@ Status sqlite_status(sqlite3* db, int rc, const std::string& context) {
   std::string message = context + ": " + sqlite3_errstr(rc);
   if (db != nullptr && sqlite3_errcode(db) != SQLITE_OK) {
     const char* detail = sqlite3_errmsg(db);
-    if (detail != nullptr && message.find(detail) == std::string::npos) message += std::string(": ") + detail;
+    if (detail != nullptr && message.find(detail) == std::string::npos)
+      message += std::string(": ") + detail;
   }
   switch (rc & 0xff) {
     case SQLITE_CORRUPT:
-    case SQLITE_NOTADB:
-      return corrupt_data(std::move(message));
-    case SQLITE_NOMEM:
-      return out_of_memory(std::move(message));
+    case SQLITE_NOTADB: return corrupt_data(std::move(message));
+    case SQLITE_NOMEM: return out_of_memory(std::move(message));
     case SQLITE_BUSY:
     case SQLITE_LOCKED:
     case SQLITE_IOERR:
@@ -22,10 +21,8 @@ Status sqlite_status(sqlite3* db, int rc, const std::string& context) {
     case SQLITE_READONLY:
     case SQLITE_PERM:
     case SQLITE_PROTOCOL:
-    case SQLITE_NOLFS:
-      return Status(StatusCode::kIoError, std::move(message));
-    default:
-      return internal_error(std::move(message));
+    case SQLITE_NOLFS: return Status(StatusCode::kIoError, std::move(message));
+    default: return internal_error(std::move(message));
   }
 }
 

@@ -61,7 +61,9 @@ class SqliteStatement {
   // Column readers for the current row (0-based). A NULL text column reads as "".
   std::string column_text(int column) const;
   int64_t column_int64(int column) const { return sqlite3_column_int64(stmt_, column); }
-  bool column_is_null(int column) const { return sqlite3_column_type(stmt_, column) == SQLITE_NULL; }
+  bool column_is_null(int column) const {
+    return sqlite3_column_type(stmt_, column) == SQLITE_NULL;
+  }
 
  private:
   void reset_handle(sqlite3_stmt* next) {

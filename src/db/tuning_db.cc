@@ -44,25 +44,25 @@
 
 #include <nlohmann/json.hpp>
 
-#include "convplan/log.h"
 #include "convplan/input_limits.h"
+#include "convplan/log.h"
 
-#include "db/db_files.h"
 #include "core/mutex.h"
+#include "db/db_files.h"
 #include "db/sqlite_handle.h"
 
 namespace convplan {
 namespace {
 
-using detail::SqliteConnection;
-using detail::SqliteStatement;
 using detail::sqlite_busy;
 using detail::sqlite_status;
+using detail::SqliteConnection;
+using detail::SqliteStatement;
 
 constexpr const char kFormatName[] = "convplan-tuning";
 constexpr int kSchemaVersion = 1;
 constexpr int kBusyTimeoutMs = 10000;
-constexpr int kBusyRetries = 3;        // further attempts after a busy timeout ran out
+constexpr int kBusyRetries = 3;  // further attempts after a busy timeout ran out
 constexpr int kOpenLockWaitMs = 30000;
 
 constexpr const char kCreateSchema[] = R"sql(
@@ -82,8 +82,9 @@ CREATE TABLE IF NOT EXISTS records(
 )sql";
 
 // The columns every reading query selects, in this order (see read_row).
-#define CONVPLAN_DB_ROW_COLUMNS \
-  "key, device_model, cudnn_version, convplan_version, problem, policy, tuned_at, record_json, checksum"
+#define CONVPLAN_DB_ROW_COLUMNS                                                                  \
+  "key, device_model, cudnn_version, convplan_version, problem, policy, tuned_at, record_json, " \
+  "checksum"
 
 constexpr const char kFindSql[] = "SELECT " CONVPLAN_DB_ROW_COLUMNS " FROM records WHERE key = ?1";
 constexpr const char kListSql[] = "SELECT " CONVPLAN_DB_ROW_COLUMNS " FROM records ORDER BY key";
@@ -140,10 +141,13 @@ Row read_row(const SqliteStatement& s) {
 
 // The record a row holds, or kCorruptData saying why it cannot be trusted.
 StatusOr<TuningRecord> decode_row(const Row& row) {
-  auto bad = [&](const std::string& why) { return corrupt_data("record '" + row.key + "': " + why); };
+  auto bad = [&](const std::string& why) {
+    return corrupt_data("record '" + row.key + "': " + why);
+  };
   const std::string computed = checksum_of(row.json);
   if (row.checksum != computed)
-    return bad("checksum mismatch (stored '" + row.checksum + "', contents give '" + computed + "')");
+    return bad("checksum mismatch (stored '" + row.checksum + "', contents give '" + computed +
+               "')");
   StatusOr<TuningRecord> parsed = tuning_record_from_json(row.json);
   if (!parsed.ok()) return bad(parsed.status().message());
   const TuningRecord& r = *parsed;
@@ -168,12 +172,14 @@ Status storable_json(const TuningRecord& record, std::string* json) {
       {"policy", &record.policy},
       {"convplan_version", &record.convplan_version}};
   for (const auto& [name, value] : parts) {
-    if (value->empty()) return invalid_argument(std::string("tuning record: ") + name + " is empty");
+    if (value->empty())
+      return invalid_argument(std::string("tuning record: ") + name + " is empty");
   }
   *json = to_json(record);
   if (json->empty()) return out_of_memory("tuning record: serializing to JSON failed");
   StatusOr<TuningRecord> back = tuning_record_from_json(*json);
-  if (!back.ok()) return internal_error("tuning record does not read back: " + back.status().message());
+  if (!back.ok())
+    return internal_error("tuning record does not read back: " + back.status().message());
   if (back->key() != record.key())
     return invalid_argument("tuning record: key '" + record.key() +
                             "' is not valid UTF-8 and would not survive storage");
@@ -200,8 +206,8 @@ void take_import_record(const nlohmann::json& value, size_t index, ImportedDocum
   Status s = record.ok() ? storable_json(*record, &item.json) : record.status();
   if (!s.ok()) {
     ++out.bad;
-    out.warnings.push_back("tuning import: records[" + std::to_string(index) + "] skipped: " +
-                           s.message());
+    out.warnings.push_back("tuning import: records[" + std::to_string(index) +
+                           "] skipped: " + s.message());
     return;
   }
   item.record = std::move(record).value();
@@ -229,13 +235,15 @@ Status check_import_header(const nlohmann::json& doc) {
   if (!doc.is_object()) return invalid_argument("tuning import: the document is not a JSON object");
   auto format = doc.find("format");
   if (format == doc.end() || !format->is_string() || format->get<std::string>() != kFormatName) {
-    return invalid_argument("tuning import: format=" + (format == doc.end() ? "missing" : format->dump()) +
-                            ", expected \"" + kFormatName + "\"");
+    return invalid_argument(
+        "tuning import: format=" + (format == doc.end() ? "missing" : format->dump()) +
+        ", expected \"" + kFormatName + "\"");
   }
   auto version = doc.find("version");
   if (version == doc.end() || !version->is_number_integer() || version->get<int64_t>() != 1) {
-    return not_supported("tuning import: version=" + (version == doc.end() ? "missing" : version->dump()) +
-                         ", this library reads version 1");
+    return not_supported(
+        "tuning import: version=" + (version == doc.end() ? "missing" : version->dump()) +
+        ", this library reads version 1");
   }
   auto records = doc.find("records");
   if (records == doc.end() || !records->is_array())
@@ -262,8 +270,8 @@ StatusOr<ImportedDocument> parse_import(std::string_view json) {
       ++records_arrays;
     }
     if (depth == 1 && event == Event::array_end) in_records = false;
-    const bool element_done = event == Event::object_end || event == Event::array_end ||
-                              event == Event::value;
+    const bool element_done =
+        event == Event::object_end || event == Event::array_end || event == Event::value;
     if (in_records && depth == 2 && element_done) {
       take_import_record(parsed, index++, out);
       return false;  // dropped from the tree
@@ -368,15 +376,15 @@ class SqliteTuningDatabase final : public TuningDatabase {
   Status write_transaction(const std::string& what, Body&& body) REQUIRES(mu_);
   // Inserts or replaces `record` (already serialized as `json`). With keep_existing, an intact
   // row under the same key is kept and *written is false. In a transaction.
-  int upsert(const TuningRecord& record, const std::string& json, bool keep_existing,
-             bool* written) REQUIRES(mu_);
+  int upsert(const TuningRecord& record, const std::string& json, bool keep_existing, bool* written)
+      REQUIRES(mu_);
   // Reads every row of `stmt` (a kListSql-shaped query).
   int read_rows(SqliteStatement& stmt, std::vector<Row>* rows) REQUIRES(mu_);
 
   std::string path_;  // the canonical path; "" for in-memory; immutable after open
   DbOpenReport report_;
-  bool read_only_ = false;  // opened in a folder this process cannot write
-  bool immutable_ = false;  // read_only_, and SQLite may not use locks or a -shm file
+  bool read_only_ = false;     // opened in a folder this process cannot write
+  bool immutable_ = false;     // read_only_, and SQLite may not use locks or a -shm file
   std::vector<Row> salvaged_;  // during open only
   std::atomic<int64_t> skipped_{0};
 
@@ -441,12 +449,16 @@ Status SqliteTuningDatabase::open_connection(bool read_only) {
 // environment rather than the file.
 bool environmental_failure(int code) {
   switch (code & 0xff) {
-    case SQLITE_BUSY: case SQLITE_LOCKED: case SQLITE_IOERR: case SQLITE_NOMEM:
-    case SQLITE_CANTOPEN: case SQLITE_FULL: case SQLITE_PERM: case SQLITE_INTERRUPT:
-    case SQLITE_READONLY:
-      return true;
-    default:
-      return false;
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+    case SQLITE_IOERR:
+    case SQLITE_NOMEM:
+    case SQLITE_CANTOPEN:
+    case SQLITE_FULL:
+    case SQLITE_PERM:
+    case SQLITE_INTERRUPT:
+    case SQLITE_READONLY: return true;
+    default: return false;
   }
 }
 
@@ -493,7 +505,9 @@ StatusOr<SqliteTuningDatabase::Check> SqliteTuningDatabase::check_writable() {
 
 StatusOr<SqliteTuningDatabase::Check> SqliteTuningDatabase::check_schema() {
   auto damaged = [](std::string why) { return Check{FileState::kDamaged, std::move(why)}; };
-  auto incompatible = [](std::string why) { return Check{FileState::kIncompatible, std::move(why)}; };
+  auto incompatible = [](std::string why) {
+    return Check{FileState::kIncompatible, std::move(why)};
+  };
   SqliteStatement tables;
   int rc = db_.prepare("SELECT count(*) FROM sqlite_schema", &tables);
   if (rc == SQLITE_OK) rc = tables.step();
@@ -507,7 +521,8 @@ StatusOr<SqliteTuningDatabase::Check> SqliteTuningDatabase::check_schema() {
   rc = db_.prepare("SELECT name, value FROM meta", &meta);
   if (rc != SQLITE_OK) {
     if (is_damage(rc)) return damaged(db_.last_message());
-    return incompatible("not a convplan tuning database (no meta table: " + db_.last_message() + ")");
+    return incompatible("not a convplan tuning database (no meta table: " + db_.last_message() +
+                        ")");
   }
   std::optional<std::string> format, version;
   while ((rc = meta.step()) == SQLITE_ROW) {
@@ -601,15 +616,16 @@ StatusOr<SqliteTuningDatabase::FileState> SqliteTuningDatabase::open_replacing_d
               " records it could read were intact and are copied into the new one";
     }
     warn("tuning database '" + report_.path + "' " + (damaged ? "is damaged" : "is unusable") +
-         " (" + check.reason + "); moved it aside to '" + aside + "' and started a new one" + saved);
+         " (" + check.reason + "); moved it aside to '" + aside + "' and started a new one" +
+         saved);
   }
 }
 
 Status SqliteTuningDatabase::configure_journal(const std::string& network_fs) {
   const char* wanted = network_fs.empty() ? "wal" : "delete";
   SqliteStatement mode;
-  int rc = db_.prepare(network_fs.empty() ? "PRAGMA journal_mode=WAL" : "PRAGMA journal_mode=DELETE",
-                       &mode);
+  int rc = db_.prepare(
+      network_fs.empty() ? "PRAGMA journal_mode=WAL" : "PRAGMA journal_mode=DELETE", &mode);
   std::string got;
   if (rc == SQLITE_OK && (rc = mode.step()) == SQLITE_ROW) {
     got = mode.column_text(0);
@@ -624,9 +640,7 @@ Status SqliteTuningDatabase::configure_journal(const std::string& network_fs) {
   if (rc != SQLITE_OK || got != wanted) {
     if (!note.empty()) note += "; ";
     note += std::string("journal_mode=") + wanted + " was refused (" +
-            (rc != SQLITE_OK ? describe(rc)
-                             : "mode is '" + got + "'") +
-            ")";
+            (rc != SQLITE_OK ? describe(rc) : "mode is '" + got + "'") + ")";
   }
   report_.wal = (got == "wal");
   if (!note.empty()) {
@@ -658,8 +672,8 @@ StatusOr<std::unique_ptr<TuningDatabase>> SqliteTuningDatabase::open_memory() {
   auto self = std::make_unique<SqliteTuningDatabase>();
   MutexLock opening(self->mu_);  // not shared yet: for the analysis
   std::string message;
-  int rc = self->db_.open(":memory:", SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-                          &message);
+  int rc = self->db_.open(
+      ":memory:", SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, &message);
   if (rc != SQLITE_OK) return sqlite_status(nullptr, rc, "in-memory tuning database: " + message);
   self->report_.reason = "in-memory database: records last as long as this object";
   CONVPLAN_RETURN_IF_ERROR(self->create_schema());
@@ -685,8 +699,7 @@ StatusOr<std::unique_ptr<TuningDatabase>> SqliteTuningDatabase::open_file(const 
     return open_existing_read_only(std::move(self));
   }
   MutexLock opening(self->mu_);  // not shared yet: for the analysis
-  CONVPLAN_ASSIGN_OR_RETURN(const std::string network_fs,
-                            detail::network_file_system_name(folder));
+  CONVPLAN_ASSIGN_OR_RETURN(const std::string network_fs, detail::network_file_system_name(folder));
   // Held until open returns: checking, moving aside and creating are one step for other processes.
   detail::OpenLock lock(self->path_, kOpenLockWaitMs);
   CONVPLAN_ASSIGN_OR_RETURN(FileState state, self->open_replacing_damage());
@@ -738,8 +751,9 @@ StatusOr<std::unique_ptr<TuningDatabase>> SqliteTuningDatabase::open_existing_re
 template <typename Body>
 Status SqliteTuningDatabase::write_transaction(const std::string& what, Body&& body) {
   if (read_only_) {
-    return Status(StatusCode::kIoError, "tuning database " + label() + ": " + what +
-                                            ": opened read-only (it or its folder is not writable)");
+    return Status(StatusCode::kIoError,
+                  "tuning database " + label() + ": " + what +
+                      ": opened read-only (it or its folder is not writable)");
   }
   for (int attempt = 0;; ++attempt) {
     int rc = db_.exec("BEGIN IMMEDIATE");
@@ -803,7 +817,8 @@ StatusOr<TuningRecord> SqliteTuningDatabase::find(const std::string& key) {
     StatementRun run(find_);
     find_.bind_text(1, key);
     int rc = find_.step();
-    if (rc == SQLITE_DONE) return not_found("tuning database " + label() + ": no record under '" + key + "'");
+    if (rc == SQLITE_DONE)
+      return not_found("tuning database " + label() + ": no record under '" + key + "'");
     if (rc == SQLITE_ROW) {
       StatusOr<TuningRecord> record = decode_row(read_row(find_));
       if (!record.ok()) {
@@ -1032,8 +1047,10 @@ StatusOr<DeviceRate> SqliteTuningDatabase::find_device_rate(const std::string& d
   MutexLock lock(mu_);
   const std::string what = "device rate '" + name + "' of '" + device_model + "'";
   SqliteStatement q;
-  int rc = db_.prepare("SELECT value, source, measured_at FROM device_rates "
-                       "WHERE device_model = ?1 AND name = ?2", &q);
+  int rc = db_.prepare(
+      "SELECT value, source, measured_at FROM device_rates "
+      "WHERE device_model = ?1 AND name = ?2",
+      &q);
   if (rc != SQLITE_OK) {  // no table yet: nothing was ever stored
     return Status(StatusCode::kNotFound, "no " + what + " (" + db_.last_message() + ")");
   }
@@ -1065,8 +1082,10 @@ Status SqliteTuningDatabase::put_device_rate(const DeviceRate& rate) {
     int rc = db_.exec(kCreateDeviceRatesSql);
     if (rc != SQLITE_OK) return rc;
     SqliteStatement put;
-    rc = db_.prepare("INSERT OR REPLACE INTO device_rates(device_model, name, value, source, "
-                     "measured_at) VALUES(?1, ?2, ?3, ?4, ?5)", &put);
+    rc = db_.prepare(
+        "INSERT OR REPLACE INTO device_rates(device_model, name, value, source, "
+        "measured_at) VALUES(?1, ?2, ?3, ?4, ?5)",
+        &put);
     if (rc != SQLITE_OK) return rc;
     put.bind_text(1, rate.device_model);
     put.bind_text(2, rate.name);
@@ -1098,7 +1117,8 @@ StatusOr<DbVerifyReport> TuningDatabase::verify_file(const std::string& path) {
 Status TuningDatabase::check_environment() { return detail::db_environment().status(); }
 
 StatusOr<std::unique_ptr<TuningDatabase>> TuningDatabase::open(const std::string& path) {
-  if (path.empty()) return invalid_argument("tuning database path is empty (\"off\" means no file)");
+  if (path.empty())
+    return invalid_argument("tuning database path is empty (\"off\" means no file)");
   if (detail::is_in_memory_path(path)) return SqliteTuningDatabase::open_memory();
   return SqliteTuningDatabase::open_file(path);
 }

@@ -53,7 +53,8 @@ void run_host(const EpilogueParams& p, bool vectorized, void* y_raw, const void*
   if (!p.packed || !vectorized) {
     int64_t elements = 1;
     for (int d = 0; d < p.rank; ++d) elements *= p.dims[d];
-    for (int64_t e = 0; e < elements; ++e) epilogue_strided_element<Traits>(p, e, y, bias, residual);
+    for (int64_t e = 0; e < elements; ++e)
+      epilogue_strided_element<Traits>(p, e, y, bias, residual);
     return;
   }
   constexpr int V = Traits::kVector;
@@ -121,8 +122,8 @@ Status check_epilogue(const ConvProblem& problem, const void* y, const void* bia
   return ok_status();
 }
 
-Status enqueue_epilogue(cudaStream_t stream, const ConvProblem& problem, void* y,
-                        const void* bias, const void* residual) {
+Status enqueue_epilogue(cudaStream_t stream, const ConvProblem& problem, void* y, const void* bias,
+                        const void* residual) {
   CONVPLAN_RETURN_IF_ERROR(check_epilogue(problem, y, bias, residual));
   const cudaError_t e = enqueue_epilogue(stream, epilogue_type(problem.data_type),
                                          epilogue_params(problem), y, bias, residual);

@@ -23,8 +23,8 @@ Status check_epilogue(const ConvProblem& problem, const void* y, const void* bia
 // Enqueues the chain over y (device memory, the problem's y layout) on `stream`; bias and
 // residual in the layouts of bias_shape() and residual_shape(). Capture-safe: allocates and
 // synchronizes nothing.
-Status enqueue_epilogue(cudaStream_t stream, const ConvProblem& problem, void* y,
-                        const void* bias, const void* residual);
+Status enqueue_epilogue(cudaStream_t stream, const ConvProblem& problem, void* y, const void* bias,
+                        const void* residual);
 
 // The host twin: the same chain over host buffers of the problem's data type, through the
 // kernel's code: in 16-byte vectors plus a tail for packed layouts (`vectorized`), element by

@@ -91,7 +91,8 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 unsigned blocks_for(long long work) {
-  return static_cast<unsigned>(std::clamp<long long>((work + kThreads - 1) / kThreads, 1, kMaxBlocks));
+  return static_cast<unsigned>(
+      std::clamp<long long>((work + kThreads - 1) / kThreads, 1, kMaxBlocks));
 }
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
@@ -108,8 +109,8 @@ cudaError_t enqueue(cudaStream_t stream, const EpilogueParams& p, void* y_raw, c
   if (elements == 0 || p.op_count == 0) return cudaSuccess;
   const bool vectorized = p.packed && aligned16(y) && (residual == nullptr || aligned16(residual));
   if (!vectorized) {
-    strided_kernel<Traits><<<blocks_for(elements), kThreads, 0, stream>>>(p, y, bias, residual,
-                                                                         elements);
+    strided_kernel<Traits>
+        <<<blocks_for(elements), kThreads, 0, stream>>>(p, y, bias, residual, elements);
     return cudaGetLastError();
   }
   constexpr int V = Traits::kVector;
@@ -120,8 +121,8 @@ cudaError_t enqueue(cudaStream_t stream, const EpilogueParams& p, void* y_raw, c
     packed_kernel<Traits, unsigned><<<blocks_for(vectors), kThreads, 0, stream>>>(
         p, y, bias, residual, static_cast<unsigned>(vectors), tail);
   } else {
-    packed_kernel<Traits, long long><<<blocks_for(vectors), kThreads, 0, stream>>>(
-        p, y, bias, residual, vectors, tail);
+    packed_kernel<Traits, long long>
+        <<<blocks_for(vectors), kThreads, 0, stream>>>(p, y, bias, residual, vectors, tail);
   }
   return cudaGetLastError();
 }

@@ -20,9 +20,18 @@ namespace convplan::epilogue_detail {
 
 // The same numbering as PostOpKind (epilogue.cc asserts it).
 enum EpilogueOp : uint8_t {
-  kOpBias, kOpAdd, kOpRelu, kOpRelu6, kOpGelu, kOpGeluTanh, kOpSilu, kOpSigmoid, kOpTanh, kOpElu
+  kOpBias,
+  kOpAdd,
+  kOpRelu,
+  kOpRelu6,
+  kOpGelu,
+  kOpGeluTanh,
+  kOpSilu,
+  kOpSigmoid,
+  kOpTanh,
+  kOpElu
 };
-inline constexpr int kEpilogueMaxOps = 8;  // kMaxPostOps
+inline constexpr int kEpilogueMaxOps = 8;   // kMaxPostOps
 inline constexpr int kEpilogueMaxRank = 5;  // kMaxTensorRank
 
 struct EpilogueParams {
@@ -45,19 +54,31 @@ struct EpilogueParams {
 
 template <typename C>
 CONVPLAN_HD C epilogue_exp(C v) {
-  if constexpr (sizeof(C) == 4) return expf(v); else return exp(v);
+  if constexpr (sizeof(C) == 4)
+    return expf(v);
+  else
+    return exp(v);
 }
 template <typename C>
 CONVPLAN_HD C epilogue_tanh(C v) {
-  if constexpr (sizeof(C) == 4) return tanhf(v); else return tanh(v);
+  if constexpr (sizeof(C) == 4)
+    return tanhf(v);
+  else
+    return tanh(v);
 }
 template <typename C>
 CONVPLAN_HD C epilogue_erf(C v) {
-  if constexpr (sizeof(C) == 4) return erff(v); else return erf(v);
+  if constexpr (sizeof(C) == 4)
+    return erff(v);
+  else
+    return erf(v);
 }
 template <typename C>
 CONVPLAN_HD C epilogue_expm1(C v) {
-  if constexpr (sizeof(C) == 4) return expm1f(v); else return expm1(v);
+  if constexpr (sizeof(C) == 4)
+    return expm1f(v);
+  else
+    return expm1(v);
 }
 
 // The chain on one value: bias is the element's channel's bias, residual its residual element
@@ -137,8 +158,8 @@ CONVPLAN_HD void epilogue_packed_span(const EpilogueParams& p, Index start, int 
 
 // Element e (in logical row-major order) of an output of any strides.
 template <typename Traits>
-CONVPLAN_HD void epilogue_strided_element(const EpilogueParams& p, int64_t e,
-                                          typename Traits::T* y, const typename Traits::T* bias,
+CONVPLAN_HD void epilogue_strided_element(const EpilogueParams& p, int64_t e, typename Traits::T* y,
+                                          const typename Traits::T* bias,
                                           const typename Traits::T* residual) {
   using C = typename Traits::C;
   int64_t off = 0, channel = 0, rest = e;

@@ -4,9 +4,9 @@
 // and accumulates into whichever tensor the direction writes.
 #include <algorithm>
 #include <cmath>
-#include <tuple>
 #include <cstring>
 #include <limits>
+#include <tuple>
 #include <utility>
 
 #include "convplan/reference.h"
@@ -45,7 +45,7 @@ uint16_t float_to_half_bits(float f) {
   if (exp == 0xff) return static_cast<uint16_t>(sign | 0x7c00u | (mant ? 0x200u : 0));
   int32_t e = static_cast<int32_t>(exp) - 127 + 15;
   if (e >= 31) return static_cast<uint16_t>(sign | 0x7c00u);  // overflow to inf
-  if (e <= 0) {                                                // subnormal or zero
+  if (e <= 0) {                                               // subnormal or zero
     if (e < -10) return static_cast<uint16_t>(sign);
     mant |= 0x800000u;
     const int shift = 14 - e;
@@ -434,7 +434,7 @@ Status reference_at(const ConvProblem& p, LX lx, LW lw, LY ly, PostOpTensors pos
             }
     }
     const int64_t at = offsets[e];
-    const double old = p.beta == 0.0                 ? 0.0
+    const double old = p.beta == 0.0             ? 0.0
                        : which == TensorRole::kX ? p.beta * lx(at)
                        : which == TensorRole::kW ? p.beta * lw(at)
                                                  : p.beta * ly(at);
@@ -474,7 +474,8 @@ Status reference_convolution_at_hashed(const ConvProblem& p, const HashedInputs&
   auto from = [](uint64_t seed) {
     return [seed](int64_t off) { return detail::hashed_value(seed, off); };
   };
-  return reference_at(p, from(seeds.x), from(seeds.w), from(seeds.y), PostOpTensors{}, offsets, out);
+  return reference_at(p, from(seeds.x), from(seeds.w), from(seeds.y), PostOpTensors{}, offsets,
+                      out);
 }
 
 }  // namespace convplan

@@ -81,7 +81,8 @@ StatusOr<RewriteSpec> RewriteSpec::parse(std::string_view name) {
       (!read_part(name, pos, "k", s.k_multiple) || s.k_multiple < 2)) {
     return bad("k multiple must be a number >= 2");
   }
-  if (pos != name.size() || name.empty()) return bad("unexpected '" + std::string(name.substr(pos)) + "'");
+  if (pos != name.size() || name.empty())
+    return bad("unexpected '" + std::string(name.substr(pos)) + "'");
   return s;
 }
 
@@ -108,9 +109,12 @@ int64_t Rewrite::scratch_bytes() const {
 StatusOr<Rewrite> make_rewrite(const ConvProblem& p, const RewriteSpec& spec) {
   CONVPLAN_RETURN_IF_ERROR(p.validate());
   const std::string name = spec.name();
-  auto no = [&](const std::string& why) { return not_supported("rewrite " + name + " of " + p.to_string() + ": " + why); };
+  auto no = [&](const std::string& why) {
+    return not_supported("rewrite " + name + " of " + p.to_string() + ": " + why);
+  };
   if (name.empty()) return no("the identity is not a rewrite");
-  if (spec.block < 1 || spec.c_multiple < 1 || spec.k_multiple < 1) return no("block and multiples must be >= 1");
+  if (spec.block < 1 || spec.c_multiple < 1 || spec.k_multiple < 1)
+    return no("block and multiples must be >= 1");
   if (p.layout == Layout::kExplicit) return no("layout=explicit (only packed nchw and nhwc)");
   if (p.groups != 1) return no("groups=" + std::to_string(p.groups) + " (only 1)");
   Rewrite r;
@@ -118,10 +122,12 @@ StatusOr<Rewrite> make_rewrite(const ConvProblem& p, const RewriteSpec& spec) {
   r.original = p;
   ConvProblem q = p;
   for (int d = 0; d < p.spatial_dims; ++d) {
-    if (p.dilation[d] != 1) return no("dilation[" + std::to_string(d) + "]=" + std::to_string(p.dilation[d]) + " (only 1)");
+    if (p.dilation[d] != 1)
+      return no("dilation[" + std::to_string(d) + "]=" + std::to_string(p.dilation[d]) +
+                " (only 1)");
     if (p.stride[d] % spec.block != 0) {
-      return no("block " + std::to_string(spec.block) + " does not divide stride[" + std::to_string(d) +
-                "]=" + std::to_string(p.stride[d]));
+      return no("block " + std::to_string(spec.block) + " does not divide stride[" +
+                std::to_string(d) + "]=" + std::to_string(p.stride[d]));
     }
     block_dimension(p, spec.block, d, q, r.filter_offset[d]);
     if (q.input[d] < 1) return no("input[" + std::to_string(d) + "] would be empty");
@@ -129,18 +135,22 @@ StatusOr<Rewrite> make_rewrite(const ConvProblem& p, const RewriteSpec& spec) {
   q.c = round_up(p.c * block_volume(spec, p.spatial_dims), spec.c_multiple);
   q.k = round_up(p.k, spec.k_multiple);
   r.rewritten = q;
-  if (!r.transforms(TensorRole::kX) && !r.transforms(TensorRole::kW) && !r.transforms(TensorRole::kY)) return no("changes nothing");
+  if (!r.transforms(TensorRole::kX) && !r.transforms(TensorRole::kW) &&
+      !r.transforms(TensorRole::kY))
+    return no("changes nothing");
   // The chain runs inside the inner plan on the user's y, bias and residual (forward is the only
   // direction with a chain): exact while y keeps its shape; a padded k would change all three.
   if (!p.post_ops.empty() && r.transforms(TensorRole::kY)) {
-    return no("post:" + p.post_ops.to_string() + " with k padded (the chain reads the user's k channels)");
+    return no("post:" + p.post_ops.to_string() +
+              " with k padded (the chain reads the user's k channels)");
   }
   // The output written by the inner plan: the user's (alpha, beta kept) or scratch (1, 0).
   if (r.transforms(p.output_tensor())) {
     r.rewritten.alpha = 1.0;
     r.rewritten.beta = 0.0;
   }
-  if (q.output() != p.output()) return internal_error("rewrite " + name + " of " + p.to_string() + " changes the output size");
+  if (q.output() != p.output())
+    return internal_error("rewrite " + name + " of " + p.to_string() + " changes the output size");
   CONVPLAN_RETURN_IF_ERROR(r.rewritten.validate().with_context("rewrite " + name));
   return r;
 }

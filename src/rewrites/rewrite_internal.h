@@ -11,8 +11,8 @@ namespace convplan::rewrites {
 
 // The gather between `tensor` of rewrite.original (A) and of rewrite.rewritten (B).
 // REQUIRES: rewrite.transforms(tensor).
-TransformDesc transform_desc(const Rewrite& rewrite, TensorRole tensor, bool to_rewritten, double alpha,
-                             double beta);
+TransformDesc transform_desc(const Rewrite& rewrite, TensorRole tensor, bool to_rewritten,
+                             double alpha, double beta);
 
 struct Step {
   TensorRole tensor;

@@ -43,7 +43,8 @@ class RewrittenPlan final : public Plan {
 
  private:
   void* scratch(void* workspace, TensorRole tensor) const {
-    return static_cast<char*>(workspace) + inner_bytes_ + rewrites::scratch_offset(rewrite_, tensor);
+    return static_cast<char*>(workspace) + inner_bytes_ +
+           rewrites::scratch_offset(rewrite_, tensor);
   }
   Status launch(const rewrites::Step& step, const TensorPointers& user, void* workspace,
                 cudaStream_t stream) const;
@@ -57,9 +58,9 @@ class RewrittenPlan final : public Plan {
 Status RewrittenPlan::launch(const rewrites::Step& step, const TensorPointers& user,
                              void* workspace, cudaStream_t stream) const {
   const ConvProblem& p = rewrite_.original;
-  const rewrites::TransformDesc t = rewrites::transform_desc(
-      rewrite_, step.tensor, step.to_rewritten, step.to_rewritten ? 1.0 : p.alpha,
-      step.to_rewritten ? 0.0 : p.beta);
+  const rewrites::TransformDesc t =
+      rewrites::transform_desc(rewrite_, step.tensor, step.to_rewritten,
+                               step.to_rewritten ? 1.0 : p.alpha, step.to_rewritten ? 0.0 : p.beta);
   void* original = by_role(step.tensor, user.x, user.w, user.y);
   void* copy = scratch(workspace, step.tensor);
   const int rc = rewrites::launch_transform(t, step.to_rewritten ? original : copy,
@@ -80,7 +81,8 @@ Status RewrittenPlan::execute(cudnnHandle_t handle, const TensorPointers& tensor
   }
   cudaStream_t stream = nullptr;
   if (cudnnGetStream(handle, &stream) != CUDNN_STATUS_SUCCESS) {
-    return Status(StatusCode::kCudnnError, "cudnnGetStream failed for rewritten plan " + config_.to_string());
+    return Status(StatusCode::kCudnnError,
+                  "cudnnGetStream failed for rewritten plan " + config_.to_string());
   }
   for (const rewrites::Step& s : rewrites::pre_steps(rewrite_)) {
     CONVPLAN_RETURN_IF_ERROR(launch(s, tensors, workspace, stream));
@@ -115,7 +117,9 @@ class RewritingBackend final : public Backend {
       : inner_(std::move(inner)), enabled_(enabled) {}
 
   std::string name() const override { return inner_->name() + "+rewrites"; }
-  StatusOr<DeviceInfo> device_of(cudnnHandle_t handle) override { return inner_->device_of(handle); }
+  StatusOr<DeviceInfo> device_of(cudnnHandle_t handle) override {
+    return inner_->device_of(handle);
+  }
   StatusOr<std::vector<Candidate>> candidates(cudnnHandle_t handle, const ConvProblem& problem,
                                               CandidateSource source) override;
   StatusOr<std::vector<KnobInfo>> knobs(cudnnHandle_t handle, const ConvProblem& problem,
@@ -166,7 +170,8 @@ class RewritingBackend final : public Backend {
 StatusOr<std::vector<Candidate>> RewritingBackend::candidates(cudnnHandle_t handle,
                                                               const ConvProblem& problem,
                                                               CandidateSource source) {
-  CONVPLAN_ASSIGN_OR_RETURN(std::vector<Candidate> out, inner_->candidates(handle, problem, source));
+  CONVPLAN_ASSIGN_OR_RETURN(std::vector<Candidate> out,
+                            inner_->candidates(handle, problem, source));
   // The fallback is asked for when nothing else worked: the problem itself, nothing clever.
   if (!enabled_ || source == CandidateSource::kFallback) return out;
   for (const Rewrite& r : applicable_rewrites(problem)) {
@@ -199,12 +204,16 @@ StatusOr<std::unique_ptr<Plan>> RewritingBackend::build_from_json(cudnnHandle_t 
                                                                   const ConvProblem& problem,
                                                                   std::string_view json) {
   nlohmann::json j = nlohmann::json::parse(json, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object() || !j.contains(kJsonRewriteKey)) return inner_->build_from_json(handle, problem, json);
-  if (!j[kJsonRewriteKey].is_string() || !j.contains(kJsonPlanKey) || !j[kJsonPlanKey].is_string()) {
-    return Status(StatusCode::kCorruptData, std::string("rewritten plan JSON: \"") + kJsonRewriteKey +
-                                                "\" and \"" + kJsonPlanKey + "\" must be strings");
+  if (!j.is_object() || !j.contains(kJsonRewriteKey))
+    return inner_->build_from_json(handle, problem, json);
+  if (!j[kJsonRewriteKey].is_string() || !j.contains(kJsonPlanKey) ||
+      !j[kJsonPlanKey].is_string()) {
+    return Status(StatusCode::kCorruptData, std::string("rewritten plan JSON: \"") +
+                                                kJsonRewriteKey + "\" and \"" + kJsonPlanKey +
+                                                "\" must be strings");
   }
-  CONVPLAN_ASSIGN_OR_RETURN(RewriteSpec spec, RewriteSpec::parse(j[kJsonRewriteKey].get<std::string>()));
+  CONVPLAN_ASSIGN_OR_RETURN(RewriteSpec spec,
+                            RewriteSpec::parse(j[kJsonRewriteKey].get<std::string>()));
   CONVPLAN_ASSIGN_OR_RETURN(Rewrite r, make_rewrite(problem, spec));
   CONVPLAN_ASSIGN_OR_RETURN(
       std::unique_ptr<Plan> inner,

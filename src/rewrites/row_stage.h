@@ -117,14 +117,16 @@ CONVPLAN_HD int32_t column_source(const TransformDesc& t, const RowPlan& p, uint
     if (mo >= static_cast<uint32_t>(p.staged)) return -1;
     const int64_t w = static_cast<int64_t>(j * block + (m - mo * block)) - t.offset[last - 2];
     if (w < 0 || w >= t.a_dims[last]) return -1;
-    return static_cast<int32_t>(mo * static_cast<uint32_t>(p.src_len) + static_cast<uint32_t>(w) * a_channels + c);
+    return static_cast<int32_t>(mo * static_cast<uint32_t>(p.src_len) +
+                                static_cast<uint32_t>(w) * a_channels + c);
   }
   const uint32_t w = fast_div(t.channel_div, i);
   const uint32_t c = i - w * a_channels;
   const uint32_t pos = w + static_cast<uint32_t>(t.offset[last - 2]);
   const uint32_t j = fast_div(t.block_div, pos);
   if (j >= static_cast<uint32_t>(t.b_dims[last])) return -1;  // cropped
-  return static_cast<int32_t>(j * static_cast<uint32_t>(t.b_dims[1]) + (pos - j * block) * a_channels + c);
+  return static_cast<int32_t>(j * static_cast<uint32_t>(t.b_dims[1]) +
+                              (pos - j * block) * a_channels + c);
 }
 
 // The source element offset of staged row k (< S) of destination row `row`, or -1 where that
@@ -171,7 +173,8 @@ inline void emulate_row_staged(const TransformDesc& t, const RowPlan& p, const u
                                unsigned char* dst) {
   const size_t e = static_cast<size_t>(t.elem_bytes);
   std::vector<int32_t> columns(static_cast<size_t>(p.dst_len));
-  for (uint32_t i = 0; i < static_cast<uint32_t>(p.dst_len); ++i) columns[i] = column_source(t, p, i);
+  for (uint32_t i = 0; i < static_cast<uint32_t>(p.dst_len); ++i)
+    columns[i] = column_source(t, p, i);
   const int32_t rs = p.rows_per_tile * p.staged;
   std::vector<unsigned char> stage(static_cast<size_t>(rs) * p.src_len * e);
   std::vector<int32_t> addend(static_cast<size_t>(p.rows_per_tile));
@@ -182,8 +185,10 @@ inline void emulate_row_staged(const TransformDesc& t, const RowPlan& p, const u
       const int64_t from = staged_row_source(t, p, static_cast<uint32_t>(row0 + r),
                                              static_cast<uint32_t>(u - r * p.staged), &addend[r]);
       unsigned char* to = stage.data() + static_cast<size_t>(u) * p.src_len * e;
-      if (from < 0) std::memset(to, 0, p.src_len * e);
-      else std::memcpy(to, src + from * e, p.src_len * e);
+      if (from < 0)
+        std::memset(to, 0, p.src_len * e);
+      else
+        std::memcpy(to, src + from * e, p.src_len * e);
     }
     for (uint32_t v = 0; v < static_cast<uint32_t>(n * p.dst_len / p.vec); ++v) {
       const uint32_t at = v * static_cast<uint32_t>(p.vec);
@@ -193,8 +198,10 @@ inline void emulate_row_staged(const TransformDesc& t, const RowPlan& p, const u
         unsigned char* out = dst + (static_cast<size_t>(row0) * p.dst_len + at + j) * e;
         const int32_t col = columns[i + j];
         const size_t staged = static_cast<size_t>(r) * p.staged * p.src_len + col + addend[r];
-        if (col < 0) std::memset(out, 0, e);
-        else std::memcpy(out, stage.data() + staged * e, e);
+        if (col < 0)
+          std::memset(out, 0, e);
+        else
+          std::memcpy(out, stage.data() + staged * e, e);
       }
     }
   }

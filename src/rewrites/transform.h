@@ -82,7 +82,8 @@ struct TransformDesc {
 
 // Fills the fast path's divisors. REQUIRES: every dim and offset fits in 31 bits.
 inline void prepare_fast(TransformDesc& t) {
-  for (int i = 0; i < kMaxRank; ++i) t.mem_div[i] = make_fast_div(static_cast<uint32_t>(t.dst_mem_dims[i]));
+  for (int i = 0; i < kMaxRank; ++i)
+    t.mem_div[i] = make_fast_div(static_cast<uint32_t>(t.dst_mem_dims[i]));
   t.channel_div = make_fast_div(static_cast<uint32_t>(t.a_dims[1]));
   t.block_div = make_fast_div(static_cast<uint32_t>(t.block));
 }
@@ -116,7 +117,8 @@ CONVPLAN_HD int64_t source_offset(const TransformDesc& t, Index linear) {
       if (h[d] < 0 || h[d] >= t.a_dims[2 + d]) return -1;
     }
     if (m != 0) return -1;  // a padding channel beyond channels * block^D
-    src = static_cast<int64_t>(coord[0]) * t.a_strides[0] + static_cast<int64_t>(c) * t.a_strides[1];
+    src =
+        static_cast<int64_t>(coord[0]) * t.a_strides[0] + static_cast<int64_t>(c) * t.a_strides[1];
     for (int d = 0; d < t.spatial_dims; ++d) src += h[d] * t.a_strides[2 + d];
     return src;
   }
@@ -142,7 +144,7 @@ struct FastWalk {
   uint32_t mem[kRank];  // destination coordinates in memory order
 
   CONVPLAN_HD void start(const TransformDesc& t, uint32_t linear) {
-CONVPLAN_UNROLL
+    CONVPLAN_UNROLL
     for (int i = kRank - 1; i >= 0; --i) {
       const uint32_t q = fast_div(t.mem_div[i], linear);
       mem[i] = linear - q * t.mem_div[i].divisor;
@@ -151,7 +153,7 @@ CONVPLAN_UNROLL
   }
   CONVPLAN_HD void next(const TransformDesc& t) {
     ++mem[kRank - 1];
-CONVPLAN_UNROLL
+    CONVPLAN_UNROLL
     for (int i = kRank - 1; i > 0; --i) {
       if (mem[i] == t.mem_div[i].divisor) {
         mem[i] = 0;
@@ -171,11 +173,13 @@ CONVPLAN_UNROLL
       if (logical(0) >= static_cast<uint32_t>(t.a_dims[0])) return -1;
       uint32_t m = fast_div(t.channel_div, logical(1));
       const uint32_t c = logical(1) - m * t.channel_div.divisor;
-      int64_t src = static_cast<int64_t>(logical(0)) * t.a_strides[0] + static_cast<int64_t>(c) * t.a_strides[1];
-CONVPLAN_UNROLL
+      int64_t src = static_cast<int64_t>(logical(0)) * t.a_strides[0] +
+                    static_cast<int64_t>(c) * t.a_strides[1];
+      CONVPLAN_UNROLL
       for (int d = kSpatial - 1; d >= 0; --d) {
         const uint32_t q = fast_div(t.block_div, m);
-        const int64_t h = static_cast<int64_t>(logical(2 + d) * block + (m - q * block)) - t.offset[d];
+        const int64_t h =
+            static_cast<int64_t>(logical(2 + d) * block + (m - q * block)) - t.offset[d];
         m = q;
         if (h < 0 || h >= t.a_dims[2 + d]) return -1;
         src += h * t.a_strides[2 + d];
@@ -184,7 +188,7 @@ CONVPLAN_UNROLL
     }
     uint32_t m = 0;
     int64_t src = static_cast<int64_t>(logical(0)) * t.b_strides[0];
-CONVPLAN_UNROLL
+    CONVPLAN_UNROLL
     for (int d = 0; d < kSpatial; ++d) {
       const uint32_t pos = logical(2 + d) + static_cast<uint32_t>(t.offset[d]);
       const uint32_t j = fast_div(t.block_div, pos);

@@ -20,11 +20,17 @@ constexpr int kThreads = 256;
 template <int kBytes>
 struct Bits;
 template <>
-struct Bits<2> { using type = uint16_t; };
+struct Bits<2> {
+  using type = uint16_t;
+};
 template <>
-struct Bits<4> { using type = uint32_t; };
+struct Bits<4> {
+  using type = uint32_t;
+};
 template <>
-struct Bits<8> { using type = uint64_t; };
+struct Bits<8> {
+  using type = uint64_t;
+};
 
 template <typename T, int V>
 struct alignas(sizeof(T) * V) Vec {
@@ -53,8 +59,8 @@ __device__ __forceinline__ void store_from_double(ElemType e, void* p, int64_t i
 
 // Copies: V elements per thread, loaded one by one (a gather), stored as one vector.
 template <typename T, typename Index, int V>
-__global__ void __launch_bounds__(kThreads) copy_kernel(TransformDesc t, const T* __restrict__ src,
-                                                        T* __restrict__ dst) {
+__global__ void __launch_bounds__(kThreads)
+    copy_kernel(TransformDesc t, const T* __restrict__ src, T* __restrict__ dst) {
   const int64_t groups = t.dst_elements / V;
   for (int64_t g = int64_t{blockIdx.x} * kThreads + threadIdx.x; g < groups;
        g += int64_t{gridDim.x} * kThreads) {
@@ -70,8 +76,8 @@ __global__ void __launch_bounds__(kThreads) copy_kernel(TransformDesc t, const T
 
 // alpha * gathered + beta * dst, in fp64 for fp64 data and rounded once per element otherwise.
 template <typename Index>
-__global__ void __launch_bounds__(kThreads) scaled_kernel(TransformDesc t, const void* src,
-                                                          void* dst) {
+__global__ void __launch_bounds__(kThreads)
+    scaled_kernel(TransformDesc t, const void* src, void* dst) {
   for (int64_t i = int64_t{blockIdx.x} * kThreads + threadIdx.x; i < t.dst_elements;
        i += int64_t{gridDim.x} * kThreads) {
     const int64_t s = source_offset<Index>(t, static_cast<Index>(i));
@@ -83,8 +89,8 @@ __global__ void __launch_bounds__(kThreads) scaled_kernel(TransformDesc t, const
 
 // The fast path (FastWalk): V consecutive destination elements per thread, one decomposition.
 template <typename T, int V, int kRank, bool kLast>
-__global__ void __launch_bounds__(kThreads) fast_copy_kernel(TransformDesc t, const T* __restrict__ src,
-                                                             T* __restrict__ dst) {
+__global__ void __launch_bounds__(kThreads)
+    fast_copy_kernel(TransformDesc t, const T* __restrict__ src, T* __restrict__ dst) {
   const uint32_t groups = static_cast<uint32_t>(t.dst_elements / V);
   for (uint32_t g = blockIdx.x * kThreads + threadIdx.x; g < groups; g += gridDim.x * kThreads) {
     FastWalk<kRank, kLast> walk;
@@ -101,8 +107,8 @@ __global__ void __launch_bounds__(kThreads) fast_copy_kernel(TransformDesc t, co
 }
 
 template <int kRank, bool kLast>
-__global__ void __launch_bounds__(kThreads) fast_scaled_kernel(TransformDesc t, const void* src,
-                                                               void* dst) {
+__global__ void __launch_bounds__(kThreads)
+    fast_scaled_kernel(TransformDesc t, const void* src, void* dst) {
   const uint32_t n = static_cast<uint32_t>(t.dst_elements);
   for (uint32_t i = blockIdx.x * kThreads + threadIdx.x; i < n; i += gridDim.x * kThreads) {
     FastWalk<kRank, kLast> walk;
@@ -118,9 +124,8 @@ __global__ void __launch_bounds__(kThreads) fast_scaled_kernel(TransformDesc t, 
 // with coalesced loads of kUnit bytes, then writes the R rows (contiguous) in 16-byte vectors.
 // The column map is read as 16-byte vectors too, so that a warp's reads of it do not conflict.
 template <typename T, typename Unit>
-__global__ void __launch_bounds__(kStageThreads) staged_copy_kernel(TransformDesc t, RowPlan p,
-                                                                    const T* __restrict__ src,
-                                                                    T* __restrict__ dst) {
+__global__ void __launch_bounds__(kStageThreads)
+    staged_copy_kernel(TransformDesc t, RowPlan p, const T* __restrict__ src, T* __restrict__ dst) {
   constexpr int V = 16 / sizeof(T);
   extern __shared__ __align__(16) unsigned char smem[];
   int32_t* columns = reinterpret_cast<int32_t*>(smem);
@@ -131,7 +136,8 @@ __global__ void __launch_bounds__(kStageThreads) staged_copy_kernel(TransformDes
   for (int32_t i = tid; i < p.dst_len; i += kStageThreads) columns[i] = column_source(t, p, i);
   const uint32_t units = p.load_div.divisor;  // loads per source row
   const int32_t tiles = (p.rows + p.rows_per_tile - 1) / p.rows_per_tile;
-  for (int32_t tile = static_cast<int32_t>(blockIdx.x); tile < tiles; tile += static_cast<int32_t>(gridDim.x)) {
+  for (int32_t tile = static_cast<int32_t>(blockIdx.x); tile < tiles;
+       tile += static_cast<int32_t>(gridDim.x)) {
     const int32_t row0 = tile * p.rows_per_tile;
     const int32_t n = min(p.rows_per_tile, p.rows - row0);
     __syncthreads();  // the previous tile's reads of the stage are done
@@ -240,7 +246,8 @@ int launch_indexed(const TransformDesc& t, const void* src, void* dst, cudaStrea
 template <int kRank, bool kLast>
 int launch_fast(const TransformDesc& t, const void* src, void* dst, cudaStream_t stream) {
   if (t.scaled()) {
-    fast_scaled_kernel<kRank, kLast><<<blocks_for(t.dst_elements), kThreads, 0, stream>>>(t, src, dst);
+    fast_scaled_kernel<kRank, kLast>
+        <<<blocks_for(t.dst_elements), kThreads, 0, stream>>>(t, src, dst);
     return static_cast<int>(cudaPeekAtLastError());
   }
   auto launch = [&](auto tag) {

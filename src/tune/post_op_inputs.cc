@@ -44,8 +44,8 @@ Status PostOpInputs::prepare(Backend& backend, cudnnHandle_t handle, DeviceAlloc
   }
   if (problem.post_ops.has(PostOpKind::kAdd)) {
     CONVPLAN_RETURN_IF_ERROR(make_tensor(backend, handle, allocator, problem,
-                                         problem.residual_shape(), seed ^ 0x5EED5EEDull,
-                                         "residual", residual_, residual_buffer_));
+                                         problem.residual_shape(), seed ^ 0x5EED5EEDull, "residual",
+                                         residual_, residual_buffer_));
   }
   return ok_status();
 }

@@ -70,7 +70,8 @@ bool parse_one_rule(std::string_view text, EngineRule& rule, std::string& what) 
     const size_t eq = item.find('=');
     KnobChoice knob;
     if (item.size() < 2 || item[0] != 'k' || eq == std::string_view::npos ||
-        !parse_int(item.substr(1, eq - 1), knob.type) || !parse_int(item.substr(eq + 1), knob.value)) {
+        !parse_int(item.substr(1, eq - 1), knob.type) ||
+        !parse_int(item.substr(eq + 1), knob.value)) {
       what = "'" + std::string(item) + "' is not a knob choice k<type>=<value>";
       return false;
     }
@@ -232,8 +233,9 @@ StatusOr<ErrataRule> errata_rule_from_json(const Json& j, std::string_view sourc
             return errata_error(source, index, field, "min > max in " + r.dump());
           }
         } else {
-          return errata_error(source, index, field,
-                              "must be an integer or [min, max] (null: unbounded), got " + r.dump());
+          return errata_error(
+              source, index, field,
+              "must be an integer or [min, max] (null: unbounded), got " + r.dump());
         }
         rule.ranges.push_back(range);
       }
@@ -314,7 +316,8 @@ StatusOr<std::vector<EngineRule>> parse_engine_rules(std::string_view text) {
     EngineRule rule;
     std::string what;
     if (!parse_one_rule(item, rule, what)) {
-      return invalid_argument("at " + std::to_string(pos) + " ('" + std::string(item) + "'): " + what);
+      return invalid_argument("at " + std::to_string(pos) + " ('" + std::string(item) +
+                              "'): " + what);
     }
     rules.push_back(std::move(rule));
     pos = end;
@@ -326,7 +329,8 @@ bool ErrataRule::matches(const ConvProblem& problem, const EngineConfig& config)
   if (direction && *direction != problem.direction) return false;
   if (data_type && *data_type != problem.data_type) return false;
   if (engine_id >= 0 && engine_id != config.engine_id) return false;
-  if (rewrite && !(*rewrite == "*" ? !config.rewrite.empty() : *rewrite == config.rewrite)) return false;
+  if (rewrite && !(*rewrite == "*" ? !config.rewrite.empty() : *rewrite == config.rewrite))
+    return false;
   if (!knobs_include(config.knobs, knobs)) return false;
   for (const Range& r : ranges) {
     int64_t v = 0;
@@ -360,12 +364,14 @@ StatusOr<std::vector<ErrataRule>> parse_errata_rules(std::string_view json_text,
   }
   auto rules_it = doc.find("rules");
   if (rules_it == doc.end() || !rules_it->is_array()) {
-    return invalid_argument("errata " + std::string(source_name) + ": field 'rules' must be an array");
+    return invalid_argument("errata " + std::string(source_name) +
+                            ": field 'rules' must be an array");
   }
   std::vector<ErrataRule> rules;
   for (size_t i = 0; i < rules_it->size(); ++i) {
     // No exception can come from here: every access is type-checked first.
-    CONVPLAN_ASSIGN_OR_RETURN(ErrataRule rule, errata_rule_from_json((*rules_it)[i], source_name, i));
+    CONVPLAN_ASSIGN_OR_RETURN(ErrataRule rule,
+                              errata_rule_from_json((*rules_it)[i], source_name, i));
     rules.push_back(std::move(rule));
   }
   return rules;
@@ -396,7 +402,8 @@ StatusOr<TunePolicy> TunePolicy::from_environment(const TunePolicy& base) {
   TunePolicy p = base;
   if (const char* v = get_env("CONVPLAN_TUNE")) {
     auto m = parse_tune_mode(v);
-    if (!m.ok()) return env_error("CONVPLAN_TUNE", v, "not one of heuristic, limited, exhaustive, background");
+    if (!m.ok())
+      return env_error("CONVPLAN_TUNE", v, "not one of heuristic, limited, exhaustive, background");
     p.mode = *m;
   }
   struct RuleVar {
@@ -414,7 +421,8 @@ StatusOr<TunePolicy> TunePolicy::from_environment(const TunePolicy& base) {
     }
   }
   if (const char* v = get_env("CONVPLAN_ERRATA_FILE")) {
-    if (*v == '\0') return env_error("CONVPLAN_ERRATA_FILE", v, "empty path (unset it for no file)");
+    if (*v == '\0')
+      return env_error("CONVPLAN_ERRATA_FILE", v, "empty path (unset it for no file)");
     auto rules = load_errata_file(v);
     if (!rules.ok()) return env_error("CONVPLAN_ERRATA_FILE", v, rules.status().message());
     p.errata = std::move(rules).value();
@@ -436,8 +444,8 @@ StatusOr<TunePolicy> TunePolicy::from_environment(const TunePolicy& base) {
                               parse_byte_size_value("CONVPLAN_WORKSPACE_LIMIT", v));
   }
   if (const char* v = get_env("CONVPLAN_TUNE_BUDGET_MS")) {
-    CONVPLAN_ASSIGN_OR_RETURN(
-        double ms, parse_number_value("CONVPLAN_TUNE_BUDGET_MS", v, 0, 1e9, /*min_exclusive=*/true));
+    CONVPLAN_ASSIGN_OR_RETURN(double ms, parse_number_value("CONVPLAN_TUNE_BUDGET_MS", v, 0, 1e9,
+                                                            /*min_exclusive=*/true));
     p.budget_ms = ms;
   }
   if (const char* v = get_env("CONVPLAN_REWRITES")) {
@@ -481,8 +489,8 @@ std::string TunePolicy::key() const {
   for (const std::string& i : errata_items) errata_key += i;
 
   // A background tune ends in limited mode's record: one key, shared with limited-mode callers.
-  std::string k = std::string("mode=") +
-                  to_string(mode == TuneMode::kBackground ? TuneMode::kLimited : mode);
+  std::string k =
+      std::string("mode=") + to_string(mode == TuneMode::kBackground ? TuneMode::kLimited : mode);
   k += " fwd=[" + rules_key(disabled_fwd) + "]";
   k += " bwd_data=[" + rules_key(disabled_bwd_data) + "]";
   k += " bwd_filter=[" + rules_key(disabled_bwd_filter) + "]";

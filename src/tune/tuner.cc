@@ -14,9 +14,9 @@
 // seed drawn from std::random_device each tune; the backend fills them on the device and the
 // reference computes the values it reads from the seed); the output holds 0xFF bytes (NaN in
 // every float type) before each validation run, or, when beta != 0, the same hashed values each
-// time so that accumulation is checked. The output and every guard are written again before each candidate runs, and the
-// inputs too after a candidate that did not pass, so a candidate that damaged a buffer cannot
-// make the next one look wrong. The caller's tensors are never touched.
+// time so that accumulation is checked. The output and every guard are written again before each
+// candidate runs, and the inputs too after a candidate that did not pass, so a candidate that
+// damaged a buffer cannot make the next one look wrong. The caller's tensors are never touched.
 #include "convplan/tuner.h"
 
 #include <algorithm>
@@ -38,8 +38,8 @@
 
 #include "convplan/log.h"
 #include "convplan/reference.h"
-#include "tune/post_op_inputs.h"
 #include "core/tensor_offsets.h"
+#include "tune/post_op_inputs.h"
 
 namespace convplan {
 namespace {
@@ -184,7 +184,8 @@ std::vector<EngineConfig> knob_combinations(int64_t engine_id, std::vector<KnobI
     if (out.size() >= cap || !seen.insert(choice).second) return;
     EngineConfig c;
     c.engine_id = engine_id;
-    for (size_t i = 0; i < knobs.size(); ++i) c.knobs.push_back({knobs[i].type, values[i][choice[i]]});
+    for (size_t i = 0; i < knobs.size(); ++i)
+      c.knobs.push_back({knobs[i].type, values[i][choice[i]]});
     out.push_back(std::move(c));
   };
   std::vector<size_t> choice(knobs.size(), 0);
@@ -220,12 +221,12 @@ struct Entry {
   CandidateSource source = CandidateSource::kHeuristicA;
   CandidateResult result;
   bool evaluated = false;
-  bool dropped = false;    // filtered, failed, or rejected by a check
-  bool timed = false;      // has a median: a finalist, in order of speed
-  bool validated = false;  // its output matched the reference
-  std::string timing_stopped;  // why it has fewer runs than the policy's; "" when it has all
+  bool dropped = false;          // filtered, failed, or rejected by a check
+  bool timed = false;            // has a median: a finalist, in order of speed
+  bool validated = false;        // its output matched the reference
+  std::string timing_stopped;    // why it has fewer runs than the policy's; "" when it has all
   bool timing_finished = false;  // early stopping has decided on it
-  std::string deferred;  // why it was not tried (runtime compilation that would not pay)
+  std::string deferred;          // why it was not tried (runtime compilation that would not pay)
   // Kept from timing to validation, so that a finalist is not built twice; released for the
   // clearly slower ones (built again in the rare case they are needed).
   PlanPtr plan;
@@ -296,8 +297,13 @@ class TuneRun {
  public:
   TuneRun(Backend& backend, cudnnHandle_t handle, const ConvProblem& problem,
           const TunePolicy& policy, const TunerOptions& options, DeviceAllocator& allocator)
-      : backend_(backend), handle_(handle), problem_(problem), policy_(policy),
-        options_(options), allocator_(allocator), start_(Clock::now()) {}
+      : backend_(backend),
+        handle_(handle),
+        problem_(problem),
+        policy_(policy),
+        options_(options),
+        allocator_(allocator),
+        start_(Clock::now()) {}
 
   StatusOr<TuningRecord> run();
   // One validation run of the caller's plan, as a candidate's (Tuner::check).
@@ -335,7 +341,7 @@ class TuneRun {
   // Early stopping: candidates clearly slower than the fastest keep their first runs; the rest
   // are timed up to the policy's runs, for a stable median.
   Status finish_timing(size_t begin, size_t end);
-  Status validate(Entry& e);     // one run against the reference: e.validated, or dropped
+  Status validate(Entry& e);  // one run against the reference: e.validated, or dropped
   StatusOr<Entry*> validate_in_order_of_speed(size_t begin, size_t end);
   void report(const Entry& e, const char* phase, double wall_ms) const;
   Status check_cancelled() const {
@@ -395,7 +401,7 @@ class TuneRun {
   // The output elements compared, and the reference's values there.
   std::vector<int64_t> check_offsets_;
   std::vector<double> reference_values_;
-  std::vector<uint8_t> output_copy_;  // the checked output elements, reused by every candidate
+  std::vector<uint8_t> output_copy_;       // the checked output elements, reused by every candidate
   tune_detail::PostOpInputs post_inputs_;  // bias and residual of a post-op chain
   // Where the tune's wall time went, for CONVPLAN_VERBOSE: heuristics and knob queries, input
   // data and reference, plan builds, validation runs with their checks, timed runs.
@@ -456,7 +462,8 @@ Status TuneRun::gather_candidates() {
         knob_combinations(engines[i].first, *knobs, kMaxKnobCombinationsPerEngine);
     // A candidate without knob choices already runs the engine's defaults, the first combination.
     const EngineConfig bare{engines[i].first, {}};
-    if (!knobs->empty() && !configs.empty() && seen_.count(bare) != 0) configs.erase(configs.begin());
+    if (!knobs->empty() && !configs.empty() && seen_.count(bare) != 0)
+      configs.erase(configs.begin());
     std::vector<Candidate> combos;
     for (EngineConfig& c : configs) {
       Candidate cand;
@@ -569,8 +576,12 @@ void TuneRun::pick_check_offsets(bool full) {
     }
     double cost = 1;
     switch (problem_.direction) {
-      case Direction::kForward: cost = static_cast<double>(problem_.c / problem_.groups) * filter; break;
-      case Direction::kBackwardData: cost = static_cast<double>(problem_.k / problem_.groups) * filter; break;
+      case Direction::kForward:
+        cost = static_cast<double>(problem_.c / problem_.groups) * filter;
+        break;
+      case Direction::kBackwardData:
+        cost = static_cast<double>(problem_.k / problem_.groups) * filter;
+        break;
       case Direction::kBackwardFilter: cost = static_cast<double>(problem_.n) * output_size; break;
     }
     int64_t samples = static_cast<int64_t>(kSampledReferenceWork / std::max(cost, 1.0));
@@ -631,8 +642,8 @@ Status TuneRun::compute_reference() {
   post_inputs_.apply(problem_, check_offsets_, reference_values_);
   if (policy_.verbose >= 2) {
     say(std::string(full ? "full" : "sampled") + " reference over " +
-        std::to_string(check_offsets_.size()) + " output elements in " +
-        format_ms(ms_since(t0)) + " ms");
+        std::to_string(check_offsets_.size()) + " output elements in " + format_ms(ms_since(t0)) +
+        " ms");
   }
   return ok_status();
 }
@@ -643,8 +654,9 @@ Status TuneRun::upload_buffers() {
     if (!inputs_dirty_ && t.name != out) continue;
     CONVPLAN_RETURN_IF_ERROR(
         backend_.copy_to_device(handle_, t.buffer.base(), guard_image_.data(), kGuardBytes));
-    CONVPLAN_RETURN_IF_ERROR(backend_.copy_to_device(
-        handle_, t.buffer.base() + kGuardBytes + t.payload_bytes, guard_image_.data(), kGuardBytes));
+    CONVPLAN_RETURN_IF_ERROR(
+        backend_.copy_to_device(handle_, t.buffer.base() + kGuardBytes + t.payload_bytes,
+                                guard_image_.data(), kGuardBytes));
     if (t.name == out && problem_.beta == 0.0) {  // the poison (NaN): unwritten elements show
       CONVPLAN_RETURN_IF_ERROR(backend_.fill(handle_, t.buffer.payload(), 0xFF, t.payload_bytes));
       continue;
@@ -662,8 +674,8 @@ Status TuneRun::prepare_workspace(size_t bytes) {
   // The guards sit right before and right after the candidate's own workspace_bytes.
   CONVPLAN_RETURN_IF_ERROR(
       backend_.copy_to_device(handle_, workspace_.base(), guard_image_.data(), kGuardBytes));
-  CONVPLAN_RETURN_IF_ERROR(backend_.copy_to_device(
-      handle_, workspace_.base() + kGuardBytes + bytes, guard_image_.data(), kGuardBytes));
+  CONVPLAN_RETURN_IF_ERROR(backend_.copy_to_device(handle_, workspace_.base() + kGuardBytes + bytes,
+                                                   guard_image_.data(), kGuardBytes));
   workspace_bytes_ = bytes;
   return ok_status();
 }
@@ -700,9 +712,8 @@ StatusOr<std::string> TuneRun::check_output(NoteSet notes, double& relative_erro
   // Every element must have been written: none may still hold the poison, unless beta != 0 left
   // the old values there.
   CONVPLAN_ASSIGN_OR_RETURN(
-      int64_t nan_offset,
-      backend_.read_output(handle_, out.buffer.payload(), out.shape, elem, problem_.beta == 0.0,
-                           check_offsets_, bytes.data()));
+      int64_t nan_offset, backend_.read_output(handle_, out.buffer.payload(), out.shape, elem,
+                                               problem_.beta == 0.0, check_offsets_, bytes.data()));
   if (nan_offset >= 0) {
     label = "rejected: output not written (NaN)";
     return "rejected: output element " + std::to_string(nan_offset) + " of " + to_string(out.name) +
@@ -758,8 +769,8 @@ Status TuneRun::admit(Entry& e) {
   }
   if (oom_floor_ >= 0 && r.workspace_bytes >= oom_floor_) {
     drop(e, false, "out of memory for the workspace",
-         "dropped: workspace of " + std::to_string(r.workspace_bytes) +
-             " bytes; one of " + std::to_string(oom_floor_) + " bytes could not be allocated");
+         "dropped: workspace of " + std::to_string(r.workspace_bytes) + " bytes; one of " +
+             std::to_string(oom_floor_) + " bytes could not be allocated");
   }
   return ok_status();
 }
@@ -846,7 +857,7 @@ Status TuneRun::screen_where(size_t begin, size_t end, bool budgeted, bool runti
     if (budgeted && any_timed_ && ms_since(start_) > policy_.budget_ms) {
       // Over the budget: stop once a timed candidate passes its check (there must be one to
       // return); while none does, go on one candidate at a time.
-      CONVPLAN_ASSIGN_OR_RETURN(Entry* passed, validate_in_order_of_speed(begin, end));
+      CONVPLAN_ASSIGN_OR_RETURN(Entry * passed, validate_in_order_of_speed(begin, end));
       if (passed != nullptr) {
         if (policy_.verbose >= 1) {
           say("budget of " + format_ms(policy_.budget_ms) + " ms spent for " +
@@ -868,7 +879,8 @@ bool TuneRun::runtime_compilation_pays(std::string& why) const {
   if (policy_.mode != TuneMode::kLimited || best_median_ < 0) return true;
   if (best_median_ < kRuntimeCompileMinMs) {
     why = "the best precompiled candidate takes " + format_ms(best_median_) + " ms < " +
-          format_ms(kRuntimeCompileMinMs) + " ms: compiling (0.2-1.2 s each) costs more than it "
+          format_ms(kRuntimeCompileMinMs) +
+          " ms: compiling (0.2-1.2 s each) costs more than it "
           "could save (limited mode)";
     return false;
   }
@@ -1021,7 +1033,7 @@ StatusOr<Entry*> TuneRun::first_valid_in_rank_order(size_t begin, size_t end) {
 StatusOr<Entry*> TuneRun::choose_from(size_t begin, size_t end, bool budgeted) {
   if (policy_.mode == TuneMode::kHeuristic) return first_valid_in_rank_order(begin, end);
   CONVPLAN_RETURN_IF_ERROR(time_range(begin, end, budgeted));
-  CONVPLAN_ASSIGN_OR_RETURN(Entry* chosen, validate_in_order_of_speed(begin, end));
+  CONVPLAN_ASSIGN_OR_RETURN(Entry * chosen, validate_in_order_of_speed(begin, end));
   bool deferred = false;
   for (size_t i = begin; i < end; ++i) deferred = deferred || !entries_[i].deferred.empty();
   if (chosen != nullptr || !deferred) return chosen;
@@ -1051,8 +1063,8 @@ StatusOr<TuningRecord> TuneRun::run() {
     ScopedMs timer(phases_.candidates);
     CONVPLAN_RETURN_IF_ERROR(gather_candidates());
   }
-  CONVPLAN_ASSIGN_OR_RETURN(Entry* chosen, choose_from(0, entries_.size(),
-                                                       policy_.mode == TuneMode::kExhaustive));
+  CONVPLAN_ASSIGN_OR_RETURN(Entry * chosen,
+                            choose_from(0, entries_.size(), policy_.mode == TuneMode::kExhaustive));
   if (chosen == nullptr) {
     auto fallback = [&] {
       ScopedMs timer(phases_.candidates);
@@ -1118,16 +1130,15 @@ TuningRecord TuneRun::make_record(Entry& chosen) {
   }
   record.tuning_ms = ms_since(start_);
   if (policy_.verbose >= 1) {
-    say(problem_.to_string() + " [" + to_string(policy_.mode) + "]: " +
-        record.config.to_string() +
+    say(problem_.to_string() + " [" + to_string(policy_.mode) + "]: " + record.config.to_string() +
         (record.time_ms >= 0 ? " " + format_ms(record.time_ms) + " ms" : std::string()) +
         ", workspace " + std::to_string(record.workspace_bytes) + " B, notes " +
         (record.notes == 0 ? std::string("none") : notes_to_string(record.notes)) + "; " +
         std::to_string(record.candidates.size()) + " candidates, " + std::to_string(timed) +
-        " timed, " + std::to_string(validation_runs_) + " checked, in " + format_ms(record.tuning_ms) + " ms (candidates " +
-        format_ms(phases_.candidates) + ", data and reference " + format_ms(phases_.data) +
-        ", builds " + format_ms(phases_.build) + ", checks " + format_ms(phases_.check) +
-        ", timing " + format_ms(phases_.timing) + ")");
+        " timed, " + std::to_string(validation_runs_) + " checked, in " +
+        format_ms(record.tuning_ms) + " ms (candidates " + format_ms(phases_.candidates) +
+        ", data and reference " + format_ms(phases_.data) + ", builds " + format_ms(phases_.build) +
+        ", checks " + format_ms(phases_.check) + ", timing " + format_ms(phases_.timing) + ")");
   }
   return record;
 }
@@ -1189,9 +1200,9 @@ StatusOr<OutputCheck> Tuner::check(cudnnHandle_t handle, const ConvProblem& prob
   CONVPLAN_RETURN_IF_ERROR(problem.validate());
   if (backend_ == nullptr) return invalid_argument("Tuner has no backend");
   if (plan.handle() != handle) {
-    return Status(StatusCode::kWrongHandle,
-                  "Tuner::check: the plan of " + plan.config().to_string() +
-                      " was built on another handle than the one given");
+    return Status(StatusCode::kWrongHandle, "Tuner::check: the plan of " +
+                                                plan.config().to_string() +
+                                                " was built on another handle than the one given");
   }
   DeviceAllocator& alloc = allocator != nullptr ? *allocator : backend_->default_allocator(handle);
   const TunePolicy policy;  // validation on, nothing printed

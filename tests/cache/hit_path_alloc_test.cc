@@ -79,7 +79,7 @@ TEST(HitPathAllocations, AHitAllocatesNothing) {
   const TensorPointers tensors{x.data(), w.data(), y.data()};
   TunePolicy explicit_policy = cache->default_policy();
   explicit_policy.deterministic = true;  // another key, met on this handle before
-  for (int k = 8; k < 12; ++k) {  // the misses: they allocate, and fill the arena
+  for (int k = 8; k < 12; ++k) {         // the misses: they allocate, and fill the arena
     ASSERT_TRUE(cache->execute(fake_handle(0), problem(k), tensors).ok());
     ASSERT_TRUE(cache->execute(fake_handle(0), problem(k), tensors, explicit_policy).ok());
   }

@@ -98,12 +98,10 @@ int run(int iterations, int threads) {
   if (!pinned.ok()) return 1;
   Plan& plan = pinned->plan();
   std::vector<char> workspace(4096);
-  const double bare = ns_per_call(iterations, [&] {
-    (void)plan.execute(fake_handle(0), tensors, workspace.data());
-  });
-  const double via_execute = ns_per_call(iterations, [&] {
-    (void)cache.execute(fake_handle(0), problem, tensors);
-  });
+  const double bare = ns_per_call(
+      iterations, [&] { (void)plan.execute(fake_handle(0), tensors, workspace.data()); });
+  const double via_execute =
+      ns_per_call(iterations, [&] { (void)cache.execute(fake_handle(0), problem, tensors); });
   const double via_acquire = ns_per_call(iterations, [&] {
     StatusOr<PlanRef> ref = cache.acquire(fake_handle(0), problem);
     (void)ref->plan().execute(fake_handle(0), tensors, workspace.data());

@@ -20,7 +20,8 @@ inline cudnnHandle_t fake_handle(int i) {
 
 class NullPlan final : public Plan {
  public:
-  NullPlan(cudnnHandle_t handle, EngineConfig config) : handle_(handle), config_(std::move(config)) {}
+  NullPlan(cudnnHandle_t handle, EngineConfig config)
+      : handle_(handle), config_(std::move(config)) {}
   cudnnHandle_t handle() const override { return handle_; }
   const EngineConfig& config() const override { return config_; }
   NoteSet notes() const override { return 0; }

@@ -57,7 +57,7 @@ TEST(PlanCacheConcurrency, EachKeyIsTunedOnceAndClonedOncePerOtherHandle) {
   }
 
   auto backend = std::make_shared<ScriptedBackend>(basic_engines());
-  backend->set_build_delay_us(200);         // widen the windows where threads meet
+  backend->set_build_delay_us(200);  // widen the windows where threads meet
   backend->set_heuristics_delay_us(300);
   std::unique_ptr<PlanCache> cache = make_cache(backend);
   std::barrier sync(kThreads);
@@ -127,7 +127,7 @@ TEST(PlanCacheConcurrency, HitsAndOtherKeysProceedWhileOneKeyTunes) {
                     other = small_problem(3);
   auto backend = std::make_shared<ScriptedBackend>(basic_engines());
   std::unique_ptr<PlanCache> cache = make_cache(backend);
-  ASSERT_TRUE(execute_and_check(*cache, 2, hot, 1));   // a plan on handle 2
+  ASSERT_TRUE(execute_and_check(*cache, 2, hot, 1));    // a plan on handle 2
   ASSERT_TRUE(execute_and_check(*cache, 2, known, 2));  // a record to clone on handle 3
 
   constexpr int kDelayUs = 600000;

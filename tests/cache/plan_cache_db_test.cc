@@ -25,7 +25,8 @@ class TempDbPath {
  public:
   // A private folder of its own: the database refuses a folder others may write, such as /tmp.
   TempDbPath() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "convplan_cache_test_XXXXXX").string();
+    std::string pattern =
+        (std::filesystem::temp_directory_path() / "convplan_cache_test_XXXXXX").string();
     if (::mkdtemp(pattern.data()) != nullptr) folder_ = pattern;
     path_ = folder_ + "/" + std::to_string(counter_++) + ".db";
   }
@@ -222,7 +223,8 @@ TEST(PlanCacheDatabase, WriteFailureIsReportedOnceAndIsNotFatal) {
   EXPECT_EQ(cache->stats().tunes, 3u);
   const size_t first = err.find("readonly");
   ASSERT_NE(first, std::string::npos) << err;
-  EXPECT_EQ(err.find("readonly", first + 1), std::string::npos) << "reported more than once: " << err;
+  EXPECT_EQ(err.find("readonly", first + 1), std::string::npos)
+      << "reported more than once: " << err;
 }
 
 }  // namespace

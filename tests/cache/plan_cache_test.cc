@@ -518,7 +518,8 @@ TEST_F(PlanCacheTest, PoliciesAreKeyedApartAndEqualKeysShareOne) {
 TEST_F(PlanCacheTest, FindRecordReturnsTheRecordForTheKeyOnly) {
   EXPECT_FALSE(cache_->find_record(scripted_handle(1), a_, cache_->default_policy()));
   acquire(1, a_);
-  std::optional<TuningRecord> r = cache_->find_record(scripted_handle(1), a_, cache_->default_policy());
+  std::optional<TuningRecord> r =
+      cache_->find_record(scripted_handle(1), a_, cache_->default_policy());
   ASSERT_TRUE(r.has_value());
   EXPECT_EQ(r->key(), scripted_key(a_));
   EXPECT_EQ(r->problem, a_.to_string());
@@ -574,9 +575,9 @@ TEST_F(PlanCacheTest, StatsToStringNamesEveryCounter) {
   acquire(1, a_);
   acquire(1, a_);
   const std::string text = cache_->stats().to_string();
-  for (const char* field : {"hits=1", "misses=1", "tunes=1", "clones=0", "json_clones=0",
-                            "db_hits=0", "evictions=0", "failures=0", "tune_ms=", "clone_ms=",
-                            "plans=1", "records=1", "plan_host_bytes=1024"}) {
+  for (const char* field :
+       {"hits=1", "misses=1", "tunes=1", "clones=0", "json_clones=0", "db_hits=0", "evictions=0",
+        "failures=0", "tune_ms=", "clone_ms=", "plans=1", "records=1", "plan_host_bytes=1024"}) {
     EXPECT_NE(text.find(field), std::string::npos) << field << " in " << text;
   }
 }

@@ -52,7 +52,10 @@ TEST(SingleFlightTest, ConcurrentMissersCreateOnceAndTheOthersWait) {
   }
   EXPECT_EQ(created, 1);
   FlightOutcome again = FlightOutcome::kCreated;
-  ASSERT_TRUE(table.get_or_create("k", [] { return StatusOr<int>(0); }, &again).ok());
+  ASSERT_TRUE(table
+                  .get_or_create(
+                      "k", [] { return StatusOr<int>(0); }, &again)
+                  .ok());
   EXPECT_EQ(again, FlightOutcome::kFound);
 }
 
@@ -79,8 +82,8 @@ FlightOutcome fail_with_a_waiter(Table& table, const std::string& key) {
   EXPECT_EQ(table.find(key), nullptr) << "pending is not found";
   FlightOutcome waited = FlightOutcome::kFound;
   std::thread waiter([&] {
-    StatusOr<Table::ValuePtr> v =
-        table.get_or_create(key, []() -> StatusOr<int> { return 7; }, &waited);
+    StatusOr<Table::ValuePtr> v = table.get_or_create(
+        key, []() -> StatusOr<int> { return 7; }, &waited);
     if (waited == FlightOutcome::kWaited) {
       EXPECT_EQ(v.status().code(), StatusCode::kNotFound) << "the waiter shares the failure";
     } else {
@@ -103,7 +106,8 @@ TEST(SingleFlightTest, AFailureReachesTheWaitersAndIsNotKept) {
     if (!waited) continue;
     EXPECT_EQ(table.find(key), nullptr) << "the failure is not kept";
     FlightOutcome o;
-    StatusOr<Table::ValuePtr> retry = table.get_or_create(key, [] { return StatusOr<int>(9); }, &o);
+    StatusOr<Table::ValuePtr> retry = table.get_or_create(
+        key, [] { return StatusOr<int>(9); }, &o);
     ASSERT_TRUE(retry.ok());
     EXPECT_EQ(**retry, 9);
     EXPECT_EQ(o, FlightOutcome::kCreated) << "the next caller tries again";
@@ -132,7 +136,8 @@ TEST(SingleFlightTest, CreatingOneKeyBlocksNoOtherKey) {
   });
   in.get_future().wait();
   FlightOutcome o;
-  StatusOr<Table::ValuePtr> fast = table.get_or_create("fast", [] { return StatusOr<int>(2); }, &o);
+  StatusOr<Table::ValuePtr> fast = table.get_or_create(
+      "fast", [] { return StatusOr<int>(2); }, &o);
   ASSERT_TRUE(fast.ok());  // would hang if "slow" held the table's lock while creating
   EXPECT_EQ(**fast, 2);
   release.set_value();

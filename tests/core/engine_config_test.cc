@@ -93,7 +93,8 @@ TEST(EngineConfigText, RejectsGarbageNamingIt) {
 
 TEST(EngineNotes, PrintsNamesInBitOrder) {
   EXPECT_EQ(notes_to_string(0), "");
-  EXPECT_EQ(notes_to_string(kNoteNonDeterministic | kNoteTensorCore), "tensor_core,non_deterministic");
+  EXPECT_EQ(notes_to_string(kNoteNonDeterministic | kNoteTensorCore),
+            "tensor_core,non_deterministic");
   EXPECT_EQ(notes_to_string(kNoteSupportsCudaGraphNativeApi | kNoteWinogradTile13x13 | kNoteFft),
             "fft,winograd_13x13,supports_cuda_graph_native_api");
   EXPECT_EQ(notes_to_string(1u << 9 | kNoteDownConvertInputs), "down_convert_inputs,bit9");
@@ -143,8 +144,9 @@ TEST(EngineNotes, RejectsUnknownAndRepeatedNames) {
   StatusOr<NoteSet> unknown = parse_notes("fft,tensor_cores");
   ASSERT_FALSE(unknown.ok());
   EXPECT_EQ(unknown.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(unknown.status().message().find("'tensor_cores' at 4 is not an engine note (tensor_core,"),
-            std::string::npos)
+  EXPECT_NE(
+      unknown.status().message().find("'tensor_cores' at 4 is not an engine note (tensor_core,"),
+      std::string::npos)
       << unknown.status().message();
   StatusOr<NoteSet> repeated = parse_notes("fft,fft");
   ASSERT_FALSE(repeated.ok());

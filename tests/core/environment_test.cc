@@ -32,7 +32,8 @@ TEST(EnvironmentTest, BooleansTakeTheUsualSpellingsInAnyCase) {
   for (const char* t : {"", "2", "y", "maybe", "true ", "enable"}) {
     StatusOr<bool> v = parse_bool_value("CONVPLAN_X", t);
     EXPECT_EQ(v.status().code(), StatusCode::kInvalidArgument) << t;
-    EXPECT_EQ(v.status().message().rfind("CONVPLAN_X='" + std::string(t) + "': not a boolean", 0), 0u)
+    EXPECT_EQ(v.status().message().rfind("CONVPLAN_X='" + std::string(t) + "': not a boolean", 0),
+              0u)
         << v.status().message();
   }
 }
@@ -50,8 +51,9 @@ TEST(EnvironmentTest, NumbersAreFiniteAndInRange) {
   EXPECT_FALSE(parse_number_value("N", "1x", 0, 10).ok());
   EXPECT_FALSE(parse_number_value("N", "", 0, 10).ok());
   EXPECT_EQ(*parse_int_value("I", "7", 0, 9), 7);
-  EXPECT_NE(parse_int_value("I", "99999999999999999999", 0, 9).status().message().find("out of range"),
-            std::string::npos);
+  EXPECT_NE(
+      parse_int_value("I", "99999999999999999999", 0, 9).status().message().find("out of range"),
+      std::string::npos);
   EXPECT_FALSE(parse_int_value("I", "-1", 0, 9).ok());
   EXPECT_FALSE(parse_int_value("I", "3.0", 0, 9).ok());
 }
@@ -101,7 +103,8 @@ TEST_F(InputFileTest, ReadsARegularFileWithinTheLimit) {
   EXPECT_EQ(*text, "{\"rules\":[]}");
   EXPECT_EQ(read_input_file(dir_ + "/a.json", "rules file", 5).status().code(),
             StatusCode::kInvalidArgument);
-  EXPECT_EQ(read_input_file(dir_ + "/none", "rules file", 5).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(read_input_file(dir_ + "/none", "rules file", 5).status().code(),
+            StatusCode::kNotFound);
 }
 
 TEST_F(InputFileTest, DevicesFifosAndFoldersAreRefusedWithoutReading) {

@@ -66,8 +66,8 @@ TEST_F(LogTest, EnvironmentSetsTheLevelAndABadValueNamesTheVariable) {
 }
 
 TEST_F(LogTest, LevelNamesRoundTrip) {
-  for (LogLevel l : {LogLevel::kDebug, LogLevel::kInfo, LogLevel::kWarning, LogLevel::kError,
-                     LogLevel::kOff}) {
+  for (LogLevel l :
+       {LogLevel::kDebug, LogLevel::kInfo, LogLevel::kWarning, LogLevel::kError, LogLevel::kOff}) {
     StatusOr<LogLevel> back = parse_log_level(to_string(l));
     ASSERT_TRUE(back.ok());
     EXPECT_EQ(*back, l);

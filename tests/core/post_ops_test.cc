@@ -129,8 +129,7 @@ TEST(PostOpsProblem, MalformedFlagNamesTheFlagAndTheToken) {
 
 TEST(PostOpsProblem, BackwardDirectionsAndBetaAreRefusedNamingTheField) {
   for (const char* dir : {"bwd_data", "bwd_filter"}) {
-    StatusOr<ConvProblem> p =
-        parse_problem(std::string("dir:") + dir + ",post:bias+relu/" + kConv);
+    StatusOr<ConvProblem> p = parse_problem(std::string("dir:") + dir + ",post:bias+relu/" + kConv);
     ASSERT_FALSE(p.ok()) << dir;
     EXPECT_NE(p.status().message().find("post_ops=bias+relu is only for direction=fwd"),
               std::string::npos)
@@ -159,8 +158,7 @@ TEST(PostOpsProblem, ValidateChecksHandBuiltChains) {
       << p.validate().message();
   p.post_ops = PostOps{};
   p.post_ops.push(static_cast<PostOpKind>(77));
-  EXPECT_NE(p.validate().message().find("post_ops[0].kind=77 is not a post-op"),
-            std::string::npos);
+  EXPECT_NE(p.validate().message().find("post_ops[0].kind=77 is not a post-op"), std::string::npos);
 }
 
 TEST(PostOpsProblem, ChainIsPartOfEqualityAndHash) {

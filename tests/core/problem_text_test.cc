@@ -48,9 +48,9 @@ TEST(EnumText, CanonicalNamesParseBack) {
 
 TEST(EnumText, AliasesParse) {
   const std::pair<const char*, DataType> types[] = {
-      {"fp32", DataType::kFloat},    {"float", DataType::kFloat},   {"fp16", DataType::kHalf},
-      {"half", DataType::kHalf},     {"bfloat16", DataType::kBFloat16},
-      {"fp64", DataType::kDouble},   {"double", DataType::kDouble}, {"F32", DataType::kFloat}};
+      {"fp32", DataType::kFloat},    {"float", DataType::kFloat},       {"fp16", DataType::kHalf},
+      {"half", DataType::kHalf},     {"bfloat16", DataType::kBFloat16}, {"fp64", DataType::kDouble},
+      {"double", DataType::kDouble}, {"F32", DataType::kFloat}};
   for (const auto& [name, t] : types) {
     StatusOr<DataType> r = parse_data_type(name);
     ASSERT_TRUE(r.ok()) << name;
@@ -82,7 +82,8 @@ TEST(EnumText, ErrorsListWhatIsAccepted) {
   StatusOr<DataType> t = parse_data_type("f8");
   ASSERT_FALSE(t.ok());
   EXPECT_EQ(t.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(t.status().message().find("'f8' is not a data type (f32, f16, bf16, f64"), std::string::npos)
+  EXPECT_NE(t.status().message().find("'f8' is not a data type (f32, f16, bf16, f64"),
+            std::string::npos)
       << t.status().message();
   StatusOr<Direction> d = parse_direction("up");
   ASSERT_FALSE(d.ok());
@@ -169,7 +170,8 @@ TEST(ProblemText, PrintsExplicitStridesInLogicalOrder) {
   p.w_strides = {2, 1, 1, 0, 0};
   p.y_strides = {12, 4, 1, 0, 0};
   ASSERT_TRUE(p.validate().ok()) << p.validate().to_string();
-  EXPECT_EQ(p.to_string(), "layout:explicit,xs:8x1x2,ws:2x1x1,ys:12x4x1/g1mb1ic2iw4oc3ow4kw1sw1pw0");
+  EXPECT_EQ(p.to_string(),
+            "layout:explicit,xs:8x1x2,ws:2x1x1,ys:12x4x1/g1mb1ic2iw4oc3ow4kw1sw1pw0");
   EXPECT_EQ(parse_ok(p.to_string()), p);
 }
 
@@ -196,7 +198,8 @@ TEST(ProblemText, ParsesBenchdnnDefaults) {
 }
 
 TEST(ProblemText, ParsesABenchdnnLineWithUnderscoresAndAName) {
-  const ConvProblem p = parse_ok("mb4ic3ih227iw227_oc96oh55ow55_kh11kw11_sh4sw4ph0pw0_n\"alexnet:conv1/a\"");
+  const ConvProblem p =
+      parse_ok("mb4ic3ih227iw227_oc96oh55ow55_kh11kw11_sh4sw4ph0pw0_n\"alexnet:conv1/a\"");
   EXPECT_EQ(p.n, 4);
   EXPECT_EQ(p.c, 3);
   EXPECT_EQ(p.k, 96);
@@ -254,7 +257,8 @@ TEST(ProblemText, PaddingIsSymmetricUnlessTheOutputNeedsMore) {
 }
 
 TEST(ProblemText, ParsesFlagsWithAliases) {
-  const ConvProblem p = parse_ok("dir:bwd_w,dt:half,layout:channels_last,tc:0,alpha:2,beta:-0.25/ic8ih5oc8kh1");
+  const ConvProblem p =
+      parse_ok("dir:bwd_w,dt:half,layout:channels_last,tc:0,alpha:2,beta:-0.25/ic8ih5oc8kh1");
   EXPECT_EQ(p.direction, Direction::kBackwardFilter);
   EXPECT_EQ(p.data_type, DataType::kHalf);
   EXPECT_EQ(p.compute_type, DataType::kFloat);
@@ -281,7 +285,8 @@ TEST(ProblemText, PrintingAParsedStringGivesTheCanonicalForm) {
       {"mb1_ic8_iw100_oc8_kw5_dw1", "g1mb1ic8iw100oc8ow92kw5sw1pw0dw1"},
       {"dt:fp16,ct:float,dir:fwd/ic16ih56oc16oh28kh3sh2",
        "dt:f16/g1mb2ic16ih56iw56oc16oh28ow28kh3kw3sh2sw2ph0pw0rh1rw1"},
-      {"beta:1.0,alpha:1/ic2id4oc2kd3", "beta:1/g1mb2ic2id4ih4iw4oc2od2oh2ow2kd3kh3kw3sd1sh1sw1pd0ph0pw0"},
+      {"beta:1.0,alpha:1/ic2id4oc2kd3",
+       "beta:1/g1mb2ic2id4ih4iw4oc2od2oh2ow2kd3kh3kw3sd1sh1sw1pd0ph0pw0"},
   };
   for (const auto& [text, canonical] : cases) {
     const ConvProblem p = parse_ok(text);
@@ -330,7 +335,9 @@ class RandomProblems {
   }
 
  private:
-  int64_t pick(int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng_); }
+  int64_t pick(int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng_);
+  }
   bool coin() { return pick(0, 1) == 1; }
 
   double scale() {
@@ -397,7 +404,9 @@ std::string loose_text(const ConvProblem& p, std::mt19937_64& rng) {
     case Direction::kForward:
       if (coin()) flags.push_back("dir:" + pick({"fwd", "forward", "FWD_D"}));
       break;
-    case Direction::kBackwardData: flags.push_back("dir:" + pick({"bwd_data", "bwd_d", "BWD_D"})); break;
+    case Direction::kBackwardData:
+      flags.push_back("dir:" + pick({"bwd_data", "bwd_d", "BWD_D"}));
+      break;
     case Direction::kBackwardFilter:
       flags.push_back("dir:" + pick({"bwd_filter", "bwd_w", "bwd_weight"}));
       break;
@@ -413,8 +422,10 @@ std::string loose_text(const ConvProblem& p, std::mt19937_64& rng) {
   if (p.compute_type != default_compute_type(p.data_type) || coin()) {
     flags.push_back(std::string("ct:") + to_string(p.compute_type));
   }
-  if (p.layout == Layout::kChannelsLast) flags.push_back("layout:" + pick({"nhwc", "channels_last"}));
-  if (p.layout == Layout::kChannelsFirst && coin()) flags.push_back("layout:" + pick({"nchw", "channels_first"}));
+  if (p.layout == Layout::kChannelsLast)
+    flags.push_back("layout:" + pick({"nhwc", "channels_last"}));
+  if (p.layout == Layout::kChannelsFirst && coin())
+    flags.push_back("layout:" + pick({"nchw", "channels_first"}));
   if (p.layout == Layout::kExplicit && coin()) flags.push_back("layout:explicit");
   if (!p.allow_tensor_cores || coin()) flags.push_back(p.allow_tensor_cores ? "tc:1" : "tc:0");
   auto exact = [](double v) {
@@ -457,8 +468,10 @@ std::string loose_text(const ConvProblem& p, std::mt19937_64& rng) {
     if (coin()) entries.push_back("o" + l + std::to_string(out[d]));
     if (p.stride[d] != 1 || coin()) entries.push_back("s" + l + std::to_string(p.stride[d]));
     entries.push_back("p" + l + std::to_string(p.pad_before[d]));
-    if (p.pad_after[d] != p.pad_before[d] || coin()) entries.push_back("r" + l + std::to_string(p.pad_after[d]));
-    if (p.dilation[d] != 1 || coin()) entries.push_back("d" + l + std::to_string(p.dilation[d] - 1));
+    if (p.pad_after[d] != p.pad_before[d] || coin())
+      entries.push_back("r" + l + std::to_string(p.pad_after[d]));
+    if (p.dilation[d] != 1 || coin())
+      entries.push_back("d" + l + std::to_string(p.dilation[d] - 1));
   }
   std::shuffle(entries.begin(), entries.end(), rng);
   std::string text;
@@ -553,10 +566,12 @@ TEST(ProblemText, MalformedStringsPointAtTheOffendingPart) {
       {"beta:1.5x/ic3ih5oc3kh3", {"beta:1.5x is not a number"}},
       {"tc:2/ic3ih5oc3kh3", {"at 0 ('tc:2'): tc takes 0 or 1"}},
       {"layout:nchw16c/ic3ih5oc3kh3", {"at 0", "'nchw16c' is not a layout"}},
-      {"xs:1x2/ic3ih5oc3kh3", {"at 0 ('xs:1x2'): xs has 2 entries; the descriptor's tensors have 4"}},
+      {"xs:1x2/ic3ih5oc3kh3",
+       {"at 0 ('xs:1x2'): xs has 2 entries; the descriptor's tensors have 4"}},
       {"xs:1xax3x4/ic3ih5oc3kh3", {"xs entry 'a' is not an integer"}},
       {"layout:explicit/ic3ih5oc3kh3", {"layout:explicit needs xs, ws and ys; xs is missing"}},
-      {"layout:nhwc,xs:75x1x15x3/ic3ih5oc3kh3", {"at 12", "xs needs layout:explicit (layout is nhwc)"}},
+      {"layout:nhwc,xs:75x1x15x3/ic3ih5oc3kh3",
+       {"at 12", "xs needs layout:explicit (layout is nhwc)"}},
       {"g3ic64ih5oc64kh3", {"is not a valid problem: groups=3 does not divide c=64"}},
       {"alpha:nan/ic3ih5oc3kh3", {"alpha=nan must be finite"}},
       {"dt:f64,ct:f32/ic3ih5oc3kh3", {"compute_type=f32 does not go with data_type=f64"}},
@@ -569,7 +584,8 @@ TEST(ProblemText, MalformedStringsPointAtTheOffendingPart) {
     EXPECT_EQ(p.status().code(), StatusCode::kInvalidArgument);
     for (const std::string& part : bad.parts) {
       EXPECT_NE(p.status().message().find(part), std::string::npos)
-          << "'" << bad.text << "': message '" << p.status().message() << "' lacks '" << part << "'";
+          << "'" << bad.text << "': message '" << p.status().message() << "' lacks '" << part
+          << "'";
     }
   }
 }

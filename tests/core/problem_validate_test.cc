@@ -69,8 +69,10 @@ ConvProblem changed(ConvProblem p, const std::function<void(ConvProblem&)>& chan
 
 TEST(ConvProblemValidate, AcceptsGoodProblemsOfEveryKind) {
   for (const ConvProblem& base : {problem_1d(), problem_2d(), problem_3d(), ConvProblem{}}) {
-    for (Direction dir : {Direction::kForward, Direction::kBackwardData, Direction::kBackwardFilter}) {
-      for (DataType t : {DataType::kFloat, DataType::kHalf, DataType::kBFloat16, DataType::kDouble}) {
+    for (Direction dir :
+         {Direction::kForward, Direction::kBackwardData, Direction::kBackwardFilter}) {
+      for (DataType t :
+           {DataType::kFloat, DataType::kHalf, DataType::kBFloat16, DataType::kDouble}) {
         for (Layout l : {Layout::kChannelsFirst, Layout::kChannelsLast}) {
           ConvProblem p = ConvProblem::with_data_type(base, t);
           p.direction = dir;
@@ -112,8 +114,10 @@ TEST(ConvProblemValidate, AcceptsAnOutputOfOneWhenTheFilterJustFits) {
 }
 
 TEST(ConvProblemValidate, RejectsSpatialDimsOutsideOneToThree) {
-  expect_invalid(changed(problem_2d(), [](ConvProblem& p) { p.spatial_dims = 0; }), {"spatial_dims=0"});
-  expect_invalid(changed(problem_2d(), [](ConvProblem& p) { p.spatial_dims = 4; }), {"spatial_dims=4"});
+  expect_invalid(changed(problem_2d(), [](ConvProblem& p) { p.spatial_dims = 0; }),
+                 {"spatial_dims=0"});
+  expect_invalid(changed(problem_2d(), [](ConvProblem& p) { p.spatial_dims = 4; }),
+                 {"spatial_dims=4"});
 }
 
 TEST(ConvProblemValidate, RejectsNonPositiveSizesNamingTheField) {
@@ -132,16 +136,18 @@ TEST(ConvProblemValidate, RejectsNonPositiveSizesNamingTheField) {
 TEST(ConvProblemValidate, RejectsNegativePadding) {
   expect_invalid(changed(problem_2d(), [](ConvProblem& p) { p.pad_before[0] = -1; }),
                  {"pad_before[0]=-1", ">= 0"});
-  expect_invalid(changed(problem_2d(), [](ConvProblem& p) { p.pad_after[1] = -3; }), {"pad_after[1]=-3"});
+  expect_invalid(changed(problem_2d(), [](ConvProblem& p) { p.pad_after[1] = -3; }),
+                 {"pad_after[1]=-3"});
 }
 
 TEST(ConvProblemValidate, RejectsGroupsThatDoNotDivideTheChannels) {
   expect_invalid(changed(problem_2d(), [](ConvProblem& p) { p.groups = 3; }),
                  {"groups=3 does not divide c=64"});
-  expect_invalid(changed(problem_2d(), [](ConvProblem& p) {
-                   p.groups = 4;
-                   p.k = 30;
-                 }),
+  expect_invalid(changed(problem_2d(),
+                         [](ConvProblem& p) {
+                           p.groups = 4;
+                           p.k = 30;
+                         }),
                  {"groups=4 does not divide k=30"});
 }
 
@@ -163,9 +169,11 @@ TEST(ConvProblemValidate, RejectsEntriesPastSpatialDimsThatAreNotDefaults) {
   expect_invalid(changed(problem_1d(), [](ConvProblem& p) { p.filter[1] = 3; }), {"filter[1]=3"});
   expect_invalid(changed(problem_1d(), [](ConvProblem& p) { p.pad_before[2] = 1; }),
                  {"pad_before[2]=1", "default 0"});
-  expect_invalid(changed(problem_1d(), [](ConvProblem& p) { p.pad_after[1] = 1; }), {"pad_after[1]=1"});
+  expect_invalid(changed(problem_1d(), [](ConvProblem& p) { p.pad_after[1] = 1; }),
+                 {"pad_after[1]=1"});
   expect_invalid(changed(problem_2d(), [](ConvProblem& p) { p.stride[2] = 2; }), {"stride[2]=2"});
-  expect_invalid(changed(problem_2d(), [](ConvProblem& p) { p.dilation[2] = 0; }), {"dilation[2]=0"});
+  expect_invalid(changed(problem_2d(), [](ConvProblem& p) { p.dilation[2] = 0; }),
+                 {"dilation[2]=0"});
 }
 
 TEST(ConvProblemValidate, RejectsComputeTypesThatDoNotGoWithTheData) {
@@ -178,8 +186,10 @@ TEST(ConvProblemValidate, RejectsComputeTypesThatDoNotGoWithTheData) {
   expect_invalid(with(DataType::kDouble, DataType::kFloat), {"compute_type=f32", "data_type=f64"});
   expect_invalid(with(DataType::kFloat, DataType::kDouble), {"compute_type=f64", "data_type=f32"});
   expect_invalid(with(DataType::kFloat, DataType::kHalf), {"compute_type=f16", "data_type=f32"});
-  expect_invalid(with(DataType::kHalf, DataType::kBFloat16), {"compute_type=bf16", "data_type=f16"});
-  expect_invalid(with(DataType::kBFloat16, DataType::kHalf), {"compute_type=f16", "data_type=bf16"});
+  expect_invalid(with(DataType::kHalf, DataType::kBFloat16),
+                 {"compute_type=bf16", "data_type=f16"});
+  expect_invalid(with(DataType::kBFloat16, DataType::kHalf),
+                 {"compute_type=f16", "data_type=bf16"});
   expect_invalid(with(DataType::kHalf, DataType::kDouble), {"compute_type=f64"});
 }
 
@@ -192,10 +202,12 @@ TEST(ConvProblemValidate, RejectsNonFiniteAlphaOrBeta) {
 }
 
 TEST(ConvProblemValidate, RejectsEnumValuesOutOfRange) {
-  expect_invalid(changed(problem_2d(), [](ConvProblem& p) { p.direction = static_cast<Direction>(7); }),
-                 {"direction=7"});
-  expect_invalid(changed(problem_2d(), [](ConvProblem& p) { p.data_type = static_cast<DataType>(9); }),
-                 {"data_type=9"});
+  expect_invalid(
+      changed(problem_2d(), [](ConvProblem& p) { p.direction = static_cast<Direction>(7); }),
+      {"direction=7"});
+  expect_invalid(
+      changed(problem_2d(), [](ConvProblem& p) { p.data_type = static_cast<DataType>(9); }),
+      {"data_type=9"});
   expect_invalid(changed(problem_2d(), [](ConvProblem& p) { p.layout = static_cast<Layout>(5); }),
                  {"layout=5"});
 }
@@ -238,10 +250,16 @@ TEST(ConvProblemValidate, RejectsExplicitStridesThatAreNotPositive) {
 
 TEST(ConvProblemValidate, RejectsExplicitStridesThatMakeElementsOverlap) {
   // w's C stride 9 with S stride 2: element (c, r, s=2) lands on (c, r+1, s=0)... overlap.
-  expect_invalid(changed(explicit_problem(), [](ConvProblem& p) { p.w_strides = {36, 9, 3, 2, 0}; }),
+  expect_invalid(changed(explicit_problem(),
+                         [](ConvProblem& p) {
+                           p.w_strides = {36, 9, 3, 2, 0};
+                         }),
                  {"w_strides", "overlap"});
   // Two dimensions with the same stride.
-  expect_invalid(changed(explicit_problem(), [](ConvProblem& p) { p.y_strides = {240, 30, 6, 6, 0}; }),
+  expect_invalid(changed(explicit_problem(),
+                         [](ConvProblem& p) {
+                           p.y_strides = {240, 30, 6, 6, 0};
+                         }),
                  {"y_strides", "overlap"});
   // The batch stride too small for one image.
   expect_invalid(changed(explicit_problem(), [](ConvProblem& p) { p.x_strides[0] = 100; }),

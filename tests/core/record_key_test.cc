@@ -28,8 +28,8 @@ RecordKey sample_key() {
 
 TEST(RecordKeyTest, TextIsTheFourPartsJoinedByBarsAsStoredBefore) {
   const RecordKey k = sample_key();
-  EXPECT_EQ(k.to_string(), std::string(kModel) + "|" + k.problem.to_string() + "|" + k.policy +
-                               "|0.1.0");
+  EXPECT_EQ(k.to_string(),
+            std::string(kModel) + "|" + k.problem.to_string() + "|" + k.policy + "|0.1.0");
 }
 
 TEST(RecordKeyTest, TunerFormatAboveOneIsASuffixOfTheVersion) {

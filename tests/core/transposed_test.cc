@@ -27,7 +27,9 @@ TransposedConvProblem deconv_2d() {
   return t;
 }
 
-StatusOr<ConvProblem> conv_of(const TransposedConvProblem& t, TransposedPass pass) { return t.to_conv(pass); }
+StatusOr<ConvProblem> conv_of(const TransposedConvProblem& t, TransposedPass pass) {
+  return t.to_conv(pass);
+}
 
 TEST(TransposedConv, OutputFollowsPyTorchsFormula) {
   const TransposedConvProblem t = deconv_2d();
@@ -57,8 +59,8 @@ TEST(TransposedConv, ConvSwapsChannelsAndTakesTheOutputAsItsInput) {
   t.layout = Layout::kChannelsLast;
   t.alpha = 0.5;
   t.beta = 2;
-  for (TransposedPass pass : {TransposedPass::kForward, TransposedPass::kBackwardData,
-                              TransposedPass::kBackwardFilter}) {
+  for (TransposedPass pass :
+       {TransposedPass::kForward, TransposedPass::kBackwardData, TransposedPass::kBackwardFilter}) {
     StatusOr<ConvProblem> conv = conv_of(t, pass);
     ASSERT_TRUE(conv.ok()) << conv.status().to_string();
     EXPECT_EQ(conv->spatial_dims, 2);
@@ -187,11 +189,13 @@ void for_each_product(const TransposedConvProblem& t, F f) {
                       const int64_t o0 = i0 * S[0] - P[0] + r0 * D[0];
                       const int64_t o1 = i1 * S[1] - P[1] + r1 * D[1];
                       const int64_t o2 = i2 * S[2] - P[2] + r2 * D[2];
-                      if (o0 < 0 || o0 >= O[0] || o1 < 0 || o1 >= O[1] || o2 < 0 || o2 >= O[2]) continue;
+                      if (o0 < 0 || o0 >= O[0] || o1 < 0 || o1 >= O[1] || o2 < 0 || o2 >= O[2])
+                        continue;
                       const int64_t ci = g * cg + cc, ko = g * kg + kk;
                       const int64_t in_off = (((n * t.c + ci) * I[0] + i0) * I[1] + i1) * I[2] + i2;
                       const int64_t w_off = (((ci * kg + kk) * R[0] + r0) * R[1] + r1) * R[2] + r2;
-                      const int64_t out_off = (((n * t.k + ko) * O[0] + o0) * O[1] + o1) * O[2] + o2;
+                      const int64_t out_off =
+                          (((n * t.k + ko) * O[0] + o0) * O[1] + o1) * O[2] + o2;
                       f(in_off, w_off, out_off);
                     }
 }

@@ -11,7 +11,8 @@ namespace convplan::cudnn_detail {
 namespace {
 
 TEST(ArchitectureMessage, NamesTheDeviceItsCapabilityTheBuiltListAndTheFix) {
-  const std::string m = unsupported_architecture_message(1, "Tesla T4", 7, 5, "80-real,86-real,89-real,90");
+  const std::string m =
+      unsupported_architecture_message(1, "Tesla T4", 7, 5, "80-real,86-real,89-real,90");
   EXPECT_NE(m.find("GPU 1 (Tesla T4)"), std::string::npos) << m;
   EXPECT_NE(m.find("compute capability 7.5"), std::string::npos) << m;
   EXPECT_NE(m.find("80-real,86-real,89-real,90"), std::string::npos) << m;

@@ -73,12 +73,12 @@ TEST(CudnnCheck, CudaAllocationFailureIsOutOfMemory) {
 }
 
 TEST(CudnnCheck, EveryNotSupportedStatusIsNotSupported) {
-  for (cudnnStatus_t s : {CUDNN_STATUS_NOT_SUPPORTED, CUDNN_STATUS_NOT_SUPPORTED_GRAPH_PATTERN,
-                          CUDNN_STATUS_NOT_SUPPORTED_SHAPE, CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE,
-                          CUDNN_STATUS_NOT_SUPPORTED_LAYOUT,
-                          CUDNN_STATUS_NOT_SUPPORTED_ARCH_MISMATCH,
-                          CUDNN_STATUS_NOT_SUPPORTED_SHARED_MEMORY_INSUFFICIENT,
-                          CUDNN_STATUS_NOT_SUPPORTED_PADDING}) {
+  for (cudnnStatus_t s :
+       {CUDNN_STATUS_NOT_SUPPORTED, CUDNN_STATUS_NOT_SUPPORTED_GRAPH_PATTERN,
+        CUDNN_STATUS_NOT_SUPPORTED_SHAPE, CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE,
+        CUDNN_STATUS_NOT_SUPPORTED_LAYOUT, CUDNN_STATUS_NOT_SUPPORTED_ARCH_MISMATCH,
+        CUDNN_STATUS_NOT_SUPPORTED_SHARED_MEMORY_INSUFFICIENT,
+        CUDNN_STATUS_NOT_SUPPORTED_PADDING}) {
     EXPECT_EQ(status_code_for(s), StatusCode::kNotSupported) << cudnnGetErrorString(s);
   }
 }
@@ -96,7 +96,8 @@ TEST(CudnnCheck, OtherCudnnFailuresAreCudnnErrorsAndAllocationFailuresOutOfMemor
 }
 
 TEST(CudnnCheck, FailureMessageCarriesTheNumericStatus) {
-  const Status s = cudnn_failure(CUDNN_STATUS_NOT_SUPPORTED_SHAPE, "f(x)", "/a/b/src/cudnn/p.cc", 7);
+  const Status s =
+      cudnn_failure(CUDNN_STATUS_NOT_SUPPORTED_SHAPE, "f(x)", "/a/b/src/cudnn/p.cc", 7);
   EXPECT_EQ(s.code(), StatusCode::kNotSupported);
   EXPECT_CONTAINS(s.message(), "f(x) failed with CUDNN_STATUS_NOT_SUPPORTED_SHAPE (3002)");
   EXPECT_CONTAINS(s.message(), "at src/cudnn/p.cc:7");

@@ -38,7 +38,9 @@ TEST(FusedGraph, EveryOpTypeLayoutAndRankFinalizesWithoutADevice) {
   int built = 0;
   for (int k = 0; k < kPostOpKinds; ++k) {
     const std::string op = to_string(static_cast<PostOpKind>(k));
-    const std::string chain = op == "bias" ? "bias+relu" : op == "add" ? "add*0.5" : "bias+add+" + op;
+    const std::string chain = op == "bias"  ? "bias+relu"
+                              : op == "add" ? "add*0.5"
+                                            : "bias+add+" + op;
     for (const char* dt : {"f32", "f16", "bf16", "f64"})
       for (const char* layout : {"nchw", "nhwc"})
         for (const char* conv : convs) {

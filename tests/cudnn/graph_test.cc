@@ -113,9 +113,11 @@ TEST(ConvGeometry, DataTypesMapToCudnnTypes) {
 TEST(ConvGraph, EveryDirectionRankTypeAndLayoutFinalizesWithoutADevice) {
   const int64_t live_before = live_descriptor_count();
   int built = 0;
-  for (Direction dir : {Direction::kForward, Direction::kBackwardData, Direction::kBackwardFilter}) {
+  for (Direction dir :
+       {Direction::kForward, Direction::kBackwardData, Direction::kBackwardFilter}) {
     for (int rank : {1, 2, 3}) {
-      for (DataType t : {DataType::kFloat, DataType::kHalf, DataType::kBFloat16, DataType::kDouble}) {
+      for (DataType t :
+           {DataType::kFloat, DataType::kHalf, DataType::kBFloat16, DataType::kDouble}) {
         for (Layout layout : {Layout::kChannelsFirst, Layout::kChannelsLast}) {
           ConvProblem p = rank == 1 ? problem_1d(layout) : problem_2d();
           p = ConvProblem::with_data_type(p, t);
@@ -178,8 +180,9 @@ TEST(Engines, EnginesNotesAndKnobsCanBeReadWithoutADevice) {
     for (const KnobInfo& k : *knobs) {
       EXPECT_LE(k.min_value, k.max_value) << "engine " << id << " knob " << k.type;
       EXPECT_FALSE(k.name.empty());
-      EXPECT_TRUE(std::is_sorted(knobs->begin(), knobs->end(),
-                                 [](const KnobInfo& a, const KnobInfo& b) { return a.type < b.type; }));
+      EXPECT_TRUE(
+          std::is_sorted(knobs->begin(), knobs->end(),
+                         [](const KnobInfo& a, const KnobInfo& b) { return a.type < b.type; }));
     }
   }
   EXPECT_GT(finalized, 0);
@@ -226,8 +229,7 @@ TEST(Notes, NumericalNotesMapToTheirBits) {
   EXPECT_EQ(note_from_numerical(CUDNN_NUMERICAL_NOTE_WINOGRAD), kNoteWinograd);
   EXPECT_EQ(note_from_numerical(CUDNN_NUMERICAL_NOTE_WINOGRAD_TILE_4x4), kNoteWinogradTile4x4);
   EXPECT_EQ(note_from_numerical(CUDNN_NUMERICAL_NOTE_WINOGRAD_TILE_6x6), kNoteWinogradTile6x6);
-  EXPECT_EQ(note_from_numerical(CUDNN_NUMERICAL_NOTE_WINOGRAD_TILE_13x13),
-            kNoteWinogradTile13x13);
+  EXPECT_EQ(note_from_numerical(CUDNN_NUMERICAL_NOTE_WINOGRAD_TILE_13x13), kNoteWinogradTile13x13);
   EXPECT_EQ(note_from_numerical(CUDNN_NUMERICAL_NOTE_STRICT_NAN_PROP), 0u);
   EXPECT_EQ(note_from_numerical(static_cast<cudnnBackendNumericalNote_t>(99)), 0u);
 }

@@ -69,8 +69,8 @@ int import_step(Worker& w, int step) {
 
 int tune_step(Worker& w, Tuner& tuner, int step) {
   const int c = 1 + (getpid() + step) % 24;
-  StatusOr<ConvProblem> problem =
-      parse_problem("mb1ic" + std::to_string(c) + "ih6iw6oc" + std::to_string(1 + w.index) + "kh3kw3ph1pw1");
+  StatusOr<ConvProblem> problem = parse_problem("mb1ic" + std::to_string(c) + "ih6iw6oc" +
+                                                std::to_string(1 + w.index) + "kh3kw3ph1pw1");
   if (!problem.ok()) return w.failed("problem", problem.status());
   StatusOr<TuningRecord> record = tuner.tune(testing::scripted_handle(1), *problem, TunePolicy{});
   if (!record.ok()) return w.failed("tune", record.status());
@@ -108,7 +108,8 @@ int verify_step(Worker& w, const std::string& path) {
 
 int run(int argc, char** argv) {
   if (argc != 6) {
-    std::fprintf(stderr, "usage: %s <import|tune|prune|verify> <db> <log> <worker> <seconds>\n", argv[0]);
+    std::fprintf(stderr, "usage: %s <import|tune|prune|verify> <db> <log> <worker> <seconds>\n",
+                 argv[0]);
     return 2;
   }
   const std::string role = argv[1], path = argv[2];

@@ -21,11 +21,12 @@ inline TuningRecord make_test_record(int id, int writer = 0) {
   r.convplan_version = "0.1.0-test";
   r.config.engine_id = id % 61;
   r.config.knobs = {{3, id % 4}, {10, writer}, {17, 1}};
-  r.notes = static_cast<NoteSet>(kNoteTensorCore | (id % 2 ? NoteSet{kNoteNonDeterministic} : NoteSet{0}));
+  r.notes = static_cast<NoteSet>(kNoteTensorCore |
+                                 (id % 2 ? NoteSet{kNoteNonDeterministic} : NoteSet{0}));
   r.time_ms = 0.125 + id / 1024.0;
   r.workspace_bytes = int64_t{1} << (10 + id % 20);
-  r.plan_json = "{\"plan\":\"engine " + std::to_string(id) + " by writer " + std::to_string(writer) +
-                "\",\"quote\":\"\\\"\",\"unicode\":\"\u00e9\u4e2d\"}";
+  r.plan_json = "{\"plan\":\"engine " + std::to_string(id) + " by writer " +
+                std::to_string(writer) + "\",\"quote\":\"\\\"\",\"unicode\":\"\u00e9\u4e2d\"}";
   r.tuned_at_unix = 1700000000 + id;
   r.tuning_ms = 350.5 + writer;
   for (int c = 0; c < 3; ++c) {

@@ -23,7 +23,8 @@
 
 int main(int argc, char** argv) {
   if (argc != 6 && argc != 7) {
-    std::fprintf(stderr, "usage: %s <db> <log> <writer> <first id> <count> [<pause us>]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s <db> <log> <writer> <first id> <count> [<pause us>]\n",
+                 argv[0]);
     return 2;
   }
   const std::string db_path = argv[1];
@@ -56,7 +57,8 @@ int main(int argc, char** argv) {
       return 1;
     }
     const std::string line = record.key() + "\n";
-    if (::write(log, line.data(), line.size()) != static_cast<ssize_t>(line.size()) || ::fsync(log) != 0) {
+    if (::write(log, line.data(), line.size()) != static_cast<ssize_t>(line.size()) ||
+        ::fsync(log) != 0) {
       std::perror("db_writer: write log");
       return 1;
     }

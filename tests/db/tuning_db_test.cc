@@ -15,8 +15,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <functional>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <optional>
 #include <random>
@@ -313,8 +313,9 @@ TEST_F(TuningDbTest, CorruptRecordIsSkippedAndReported) {
   {
     RawDb raw(path_);
     // Contents changed behind the checksum's back.
-    raw.exec("UPDATE records SET record_json = replace(record_json, '350.5', '351.5') WHERE key = " +
-             sql_quote(edited));
+    raw.exec(
+        "UPDATE records SET record_json = replace(record_json, '350.5', '351.5') WHERE key = " +
+        sql_quote(edited));
     // A row whose key is not its record's key.
     raw.exec("UPDATE records SET key = 'elsewhere|p|q|v' WHERE key = " + sql_quote(moved));
     // Broken JSON with a checksum that matches it.
@@ -464,22 +465,25 @@ TEST_F(TuningDbTest, FileCutInsideItsHeaderIsMovedAsideAndReplaced) {
 TEST_F(TuningDbTest, NewerSchemaVersionIsMovedAsideAndReplaced) {
   {
     RawDb raw(path_);
-    raw.exec("CREATE TABLE meta(name TEXT PRIMARY KEY, value TEXT);"
-             "INSERT INTO meta VALUES('format', 'convplan-tuning'), ('schema_version', '2');"
-             "CREATE TABLE records2(k TEXT);");
+    raw.exec(
+        "CREATE TABLE meta(name TEXT PRIMARY KEY, value TEXT);"
+        "INSERT INTO meta VALUES('format', 'convplan-tuning'), ('schema_version', '2');"
+        "CREATE TABLE records2(k TEXT);");
   }
   auto db = open_db();
   ASSERT_TRUE(db);
   const DbOpenReport& report = db->report();
   EXPECT_EQ(report.moved_aside.rfind(path_ + ".incompatible-", 0), 0u) << report.moved_aside;
   EXPECT_NE(report.reason.find("schema version '2'"), std::string::npos) << report.reason;
-  EXPECT_EQ(RawDb(report.moved_aside).text("SELECT value FROM meta WHERE name = 'schema_version'"), "2");
+  EXPECT_EQ(RawDb(report.moved_aside).text("SELECT value FROM meta WHERE name = 'schema_version'"),
+            "2");
   put_all(*db, 0, 2);
   EXPECT_EQ(RawDb(path_).text("SELECT value FROM meta WHERE name = 'schema_version'"), "1");
 }
 
 TEST_F(TuningDbTest, DatabaseOfAnotherFormatIsMovedAsideAndReplaced) {
-  RawDb(path_).exec("CREATE TABLE photos(id INTEGER, name TEXT); INSERT INTO photos VALUES(1, 'cat');");
+  RawDb(path_).exec(
+      "CREATE TABLE photos(id INTEGER, name TEXT); INSERT INTO photos VALUES(1, 'cat');");
   auto db = open_db();
   ASSERT_TRUE(db);
   EXPECT_FALSE(db->report().moved_aside.empty());
@@ -529,7 +533,8 @@ TEST_F(TuningDbTest, NetworkFileSystemUsesARollbackJournal) {
   auto db = open_db();
   ASSERT_TRUE(db);
   EXPECT_FALSE(db->report().wal);
-  EXPECT_NE(db->report().reason.find("network file system"), std::string::npos) << db->report().reason;
+  EXPECT_NE(db->report().reason.find("network file system"), std::string::npos)
+      << db->report().reason;
   put_all(*db, 0, 5);
   EXPECT_FALSE(fs::exists(path_ + "-wal"));
   EXPECT_EQ(RawDb(path_).text("PRAGMA journal_mode"), "delete");
@@ -635,7 +640,8 @@ TEST_F(TuningDbTest, MergeReplacesAnExistingRecordThatIsDamaged) {
   auto db = open_db();
   ASSERT_TRUE(db);
   put_all(*db, 0, 2, 1);
-  RawDb(path_).exec("UPDATE records SET checksum = 'x' WHERE key = " + sql_quote(make_test_record(1).key()));
+  RawDb(path_).exec("UPDATE records SET checksum = 'x' WHERE key = " +
+                    sql_quote(make_test_record(1).key()));
   auto source = open_db(":memory:");
   put_all(*source, 0, 2, 2);
   EXPECT_EQ(*db->import_json(*source->export_json(), /*keep_existing=*/true), 1);
@@ -645,7 +651,8 @@ TEST_F(TuningDbTest, MergeReplacesAnExistingRecordThatIsDamaged) {
 
 TEST_F(TuningDbTest, ImportSkipsBadRecordsAndCountsThem) {
   Json doc = {{"format", "convplan-tuning"}, {"version", 1}, {"records", Json::array()}};
-  for (int id = 0; id < 3; ++id) doc["records"].push_back(Json::parse(to_json(make_test_record(id))));
+  for (int id = 0; id < 3; ++id)
+    doc["records"].push_back(Json::parse(to_json(make_test_record(id))));
   doc["records"][1].erase("problem");
   doc["records"].push_back("not a record");
   auto db = open_db();
@@ -668,11 +675,15 @@ TEST_F(TuningDbTest, ImportOfAnotherDocumentIsRefusedAndWritesNothing) {
     StatusCode code;
   };
   const Case cases[] = {
-      {"{\"format\":\"other\",\"version\":1,\"records\":[" + record + "]}", StatusCode::kInvalidArgument},
-      {"{\"format\":\"convplan-tuning\",\"version\":2,\"records\":[" + record + "]}", StatusCode::kNotSupported},
-      {"{\"format\":\"convplan-tuning\",\"version\":1,\"records\":{}}", StatusCode::kInvalidArgument},
+      {"{\"format\":\"other\",\"version\":1,\"records\":[" + record + "]}",
+       StatusCode::kInvalidArgument},
+      {"{\"format\":\"convplan-tuning\",\"version\":2,\"records\":[" + record + "]}",
+       StatusCode::kNotSupported},
+      {"{\"format\":\"convplan-tuning\",\"version\":1,\"records\":{}}",
+       StatusCode::kInvalidArgument},
       {"[" + record + "]", StatusCode::kInvalidArgument},
-      {"{\"format\":\"convplan-tuning\",\"version\":1,\"records\":[" + record, StatusCode::kCorruptData},
+      {"{\"format\":\"convplan-tuning\",\"version\":1,\"records\":[" + record,
+       StatusCode::kCorruptData},
   };
   for (const Case& c : cases) {
     StatusOr<int64_t> imported = db->import_json(c.doc, false);
@@ -758,11 +769,12 @@ TEST_F(TuningDbTest, WritersKilledMidWriteLoseNoCommittedRecord) {
       const int writer = round * kWriters + w;
       logs.push_back(dir_ + "/log" + std::to_string(writer));
       // Overlapping ranges: writer w of every round covers ids [15w, 15w + 60).
-      pids.push_back(spawn_writer({path_, logs.back(), std::to_string(writer), std::to_string(w * 15),
-                                   std::to_string(kCount), "200"}));
+      pids.push_back(spawn_writer({path_, logs.back(), std::to_string(writer),
+                                   std::to_string(w * 15), std::to_string(kCount), "200"}));
     }
     for (pid_t pid : pids) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(std::uniform_int_distribution<int>(5, 120)(rng)));
+      std::this_thread::sleep_for(
+          std::chrono::milliseconds(std::uniform_int_distribution<int>(5, 120)(rng)));
       ::kill(pid, SIGKILL);
     }
     for (pid_t pid : pids) {
@@ -771,7 +783,8 @@ TEST_F(TuningDbTest, WritersKilledMidWriteLoseNoCommittedRecord) {
       if (WIFSIGNALED(status)) {
         ++killed;
       } else {
-        EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "writer failed: status " << status;
+        EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+            << "writer failed: status " << status;
       }
     }
   }
@@ -786,7 +799,8 @@ TEST_F(TuningDbTest, WritersKilledMidWriteLoseNoCommittedRecord) {
   EXPECT_EQ(report->records, report->valid);
 
   std::map<std::string, int> id_of_key;
-  for (int id = 0; id < (kWriters - 1) * 15 + kCount; ++id) id_of_key[make_test_record(id).key()] = id;
+  for (int id = 0; id < (kWriters - 1) * 15 + kCount; ++id)
+    id_of_key[make_test_record(id).key()] = id;
   std::vector<int> all_writers;
   for (int w = 0; w < kRounds * kWriters; ++w) all_writers.push_back(w);
   size_t committed = 0;
@@ -824,10 +838,11 @@ TEST_F(TuningDbTest, StressWorkersKilledAndRestartedLoseNoCommittedRecord) {
   constexpr int kSeconds = 15;
   const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(kSeconds);
   auto start = [&](size_t w) {
-    const auto left = std::chrono::duration_cast<std::chrono::seconds>(
-        end - std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::seconds>(end - std::chrono::steady_clock::now());
     return spawn_stress_worker({roles[w], path_, dir_ + "/log" + std::to_string(w),
-                                std::to_string(w), std::to_string(std::max<int64_t>(1, left.count()))});
+                                std::to_string(w),
+                                std::to_string(std::max<int64_t>(1, left.count()))});
   };
   std::vector<pid_t> pids;
   for (size_t w = 0; w < roles.size(); ++w) pids.push_back(start(w));
@@ -863,7 +878,8 @@ TEST_F(TuningDbTest, StressWorkersKilledAndRestartedLoseNoCommittedRecord) {
   EXPECT_TRUE(db->report().moved_aside.empty()) << db->report().reason;
   std::set<std::string> committed;
   for (size_t w = 0; w < roles.size(); ++w) {
-    for (const std::string& key : read_lines(dir_ + "/log" + std::to_string(w))) committed.insert(key);
+    for (const std::string& key : read_lines(dir_ + "/log" + std::to_string(w)))
+      committed.insert(key);
   }
   size_t tuned = 0;
   for (const std::string& key : committed) {
@@ -885,7 +901,8 @@ void damage_the_key_index(const std::string& path) {
   int64_t page = 0, page_size = 0;
   {
     RawDb raw(path);
-    page = std::stoll(raw.text("SELECT rootpage FROM sqlite_schema WHERE name = 'sqlite_autoindex_records_1'"));
+    page = std::stoll(
+        raw.text("SELECT rootpage FROM sqlite_schema WHERE name = 'sqlite_autoindex_records_1'"));
     page_size = std::stoll(raw.text("PRAGMA page_size"));
   }
   std::string bytes = read_file(path);
@@ -1095,7 +1112,9 @@ TEST_F(TuningDbTest, AHealthyDatabaseInAReadOnlyFolderIsReadNotReplaced) {
     put_all(*db, 0, 3);
   }
   ASSERT_EQ(::chmod(dir_.c_str(), 0500), 0);
-  EXPECT_EQ(run_unprivileged(dir_, {path_, path_ + ".lock"}, [&] { return opens_read_only(path_, 3); }), 0);
+  EXPECT_EQ(
+      run_unprivileged(dir_, {path_, path_ + ".lock"}, [&] { return opens_read_only(path_, 3); }),
+      0);
   ASSERT_EQ(::chmod(dir_.c_str(), 0700), 0);
   EXPECT_TRUE(files_starting(path_ + ".corrupt").empty());
   EXPECT_FALSE(fs::exists(path_ + "-wal"));
@@ -1110,7 +1129,9 @@ TEST_F(TuningDbTest, ADatabaseThisUserMayNotWriteIsReadAndGetsNoLogFilesOfItsOwn
     put_all(*db, 0, 4);
   }
   ASSERT_EQ(::chmod(path_.c_str(), 0400), 0);
-  EXPECT_EQ(run_unprivileged(dir_, {path_, path_ + ".lock"}, [&] { return opens_read_only(path_, 4); }), 0);
+  EXPECT_EQ(
+      run_unprivileged(dir_, {path_, path_ + ".lock"}, [&] { return opens_read_only(path_, 4); }),
+      0);
   EXPECT_FALSE(fs::exists(path_ + "-wal"));
   EXPECT_FALSE(fs::exists(path_ + "-shm"));
 }
@@ -1147,7 +1168,8 @@ TEST_F(TuningDbTest, ImportWithDuplicateKeysCountsEachKeyOnceAndTheLastWins) {
   auto db = open_db();
   ASSERT_TRUE(db);
   std::string records;
-  for (int writer : {1, 2, 3}) records += (records.empty() ? "" : ",") + to_json(make_test_record(5, writer));
+  for (int writer : {1, 2, 3})
+    records += (records.empty() ? "" : ",") + to_json(make_test_record(5, writer));
   records += "," + to_json(make_test_record(6));
   StatusOr<int64_t> n = db->import_json(
       "{\"format\":\"convplan-tuning\",\"version\":1,\"records\":[" + records + "]}", false);

@@ -50,7 +50,8 @@ TEST(TuningRecordTest, DeviceModelKeyNamesModelComputeCapabilitySmsAndCudnn) {
   other.ordinal = 0;
   other.uuid = "GPU-5678";
   other.memory_bytes = 1;
-  EXPECT_EQ(other.model_key(), d.model_key()) << "ordinal, UUID and memory size are not in the model key";
+  EXPECT_EQ(other.model_key(), d.model_key())
+      << "ordinal, UUID and memory size are not in the model key";
 }
 
 TEST(TuningRecordTest, ConvplanVersionIsThreeNumbers) {
@@ -75,8 +76,9 @@ TEST(TuningRecordTest, RecordKeyIsDeviceModelProblemPolicyAndLibraryVersion) {
   d.cudnn_version = 91900;
   ConvProblem problem;
   TunePolicy policy;
-  EXPECT_EQ(record_key(d, problem, policy).to_string(), d.model_key() + "|" + problem.to_string() + "|" +
-                                                policy.key() + "|" + convplan_version());
+  EXPECT_EQ(
+      record_key(d, problem, policy).to_string(),
+      d.model_key() + "|" + problem.to_string() + "|" + policy.key() + "|" + convplan_version());
 }
 
 TEST(TuningRecordTest, JsonRoundTripKeepsEveryField) {
@@ -122,7 +124,8 @@ TEST(TuningRecordTest, NonFiniteNumbersSurviveTheJsonForm) {
 TEST(TuningRecordTest, MissingKeyFieldIsCorruptDataNamingIt) {
   const TuningRecord r = make_test_record(4);
   for (const char* field : {"device_model", "problem", "policy", "convplan_version"}) {
-    StatusOr<TuningRecord> back = tuning_record_from_json(edited_json(r, [&](Json& j) { j.erase(field); }));
+    StatusOr<TuningRecord> back =
+        tuning_record_from_json(edited_json(r, [&](Json& j) { j.erase(field); }));
     ASSERT_FALSE(back.ok()) << field;
     EXPECT_EQ(back.status().code(), StatusCode::kCorruptData) << field;
     EXPECT_NE(back.status().message().find(field), std::string::npos) << back.status().message();
@@ -135,8 +138,8 @@ TEST(TuningRecordTest, MissingKeyFieldIsCorruptDataNamingIt) {
 
 TEST(TuningRecordTest, WrongTypeDeepInsideNamesTheFieldPath) {
   const TuningRecord r = make_test_record(4);
-  StatusOr<TuningRecord> back =
-      tuning_record_from_json(edited_json(r, [](Json& j) { j["candidates"][1]["times_ms"][2] = "fast"; }));
+  StatusOr<TuningRecord> back = tuning_record_from_json(
+      edited_json(r, [](Json& j) { j["candidates"][1]["times_ms"][2] = "fast"; }));
   ASSERT_FALSE(back.ok());
   EXPECT_EQ(back.status().code(), StatusCode::kCorruptData);
   EXPECT_NE(back.status().message().find("candidates[1].times_ms[2]"), std::string::npos)
@@ -144,9 +147,11 @@ TEST(TuningRecordTest, WrongTypeDeepInsideNamesTheFieldPath) {
 
   back = tuning_record_from_json(edited_json(r, [](Json& j) { j["workspace_bytes"] = 1.5; }));
   ASSERT_FALSE(back.ok());
-  EXPECT_NE(back.status().message().find("workspace_bytes"), std::string::npos) << back.status().message();
+  EXPECT_NE(back.status().message().find("workspace_bytes"), std::string::npos)
+      << back.status().message();
 
-  back = tuning_record_from_json(edited_json(r, [](Json& j) { j["config"]["knobs"][1]["type"] = 3; }));
+  back =
+      tuning_record_from_json(edited_json(r, [](Json& j) { j["config"]["knobs"][1]["type"] = 3; }));
   ASSERT_FALSE(back.ok());
   EXPECT_NE(back.status().message().find("config.knobs[1].type"), std::string::npos)
       << back.status().message();
@@ -158,12 +163,13 @@ TEST(TuningRecordTest, ConfigTextThatDisagreesWithItsKnobsIsRejected) {
       tuning_record_from_json(edited_json(r, [](Json& j) { j["config"]["text"] = "eng999"; }));
   ASSERT_FALSE(back.ok());
   EXPECT_EQ(back.status().code(), StatusCode::kCorruptData);
-  EXPECT_NE(back.status().message().find("config.text"), std::string::npos) << back.status().message();
+  EXPECT_NE(back.status().message().find("config.text"), std::string::npos)
+      << back.status().message();
 }
 
 TEST(TuningRecordTest, GarbageIsCorruptDataNotAnException) {
-  for (const char* text : {"", "{", "not json", "[1,2,3]", "null", "{\"device_model\": 5}",
-                           "{\"a\":\"\xff\xfe\"}"}) {
+  for (const char* text :
+       {"", "{", "not json", "[1,2,3]", "null", "{\"device_model\": 5}", "{\"a\":\"\xff\xfe\"}"}) {
     StatusOr<TuningRecord> back = tuning_record_from_json(text);
     ASSERT_FALSE(back.ok()) << text;
     EXPECT_EQ(back.status().code(), StatusCode::kCorruptData) << text;
@@ -242,8 +248,10 @@ TEST(RecordKeyPostOps, ChainsMakeDistinctKeys) {
   TunePolicy policy;
   const std::string conv = "g1mb32ic64ih56iw56oc64oh56ow56kh3kw3sh1sw1ph1pw1";
   const std::string plain = record_key(device, *parse_problem(conv), policy).to_string();
-  const std::string relu = record_key(device, *parse_problem("post:relu/" + conv), policy).to_string();
-  const std::string bias_relu = record_key(device, *parse_problem("post:bias+relu/" + conv), policy).to_string();
+  const std::string relu =
+      record_key(device, *parse_problem("post:relu/" + conv), policy).to_string();
+  const std::string bias_relu =
+      record_key(device, *parse_problem("post:bias+relu/" + conv), policy).to_string();
   EXPECT_NE(plain, relu);
   EXPECT_NE(relu, bias_relu);
   EXPECT_NE(bias_relu.find("post:bias+relu"), std::string::npos) << bias_relu;

@@ -87,9 +87,9 @@ Case make_case(const std::string& text) {
       rest /= ys.dims[d];
     }
     const size_t off = static_cast<size_t>(offsets[e]);
-    c.expected[off] = apply_post_ops(c.problem.post_ops, c.y[off],
-                                     c.bias[static_cast<size_t>(channel * bias_stride)],
-                                     c.residual[off]);
+    c.expected[off] =
+        apply_post_ops(c.problem.post_ops, c.y[off],
+                       c.bias[static_cast<size_t>(channel * bias_stride)], c.residual[off]);
   }
   return c;
 }
@@ -138,7 +138,8 @@ TEST(EpilogueHostTwin, EveryOpEveryTypeEveryLayout) {
     const std::string op = to_string(static_cast<PostOpKind>(k));
     for (const char* dt : {"f32", "f16", "bf16", "f64"}) {
       for (const char* layout : layouts) {
-        Case c = make_case(std::string("dt:") + dt + ",layout:" + layout + ",post:" + op + "/" + kOdd);
+        Case c =
+            make_case(std::string("dt:") + dt + ",layout:" + layout + ",post:" + op + "/" + kOdd);
         for (bool vectorized : {true, false}) {
           const double err = run_and_compare(c, vectorized);
           EXPECT_LT(err, tolerance(c.problem.data_type))
@@ -170,11 +171,10 @@ TEST(EpilogueHostTwin, ExplicitStridesLeaveGapsAlone) {
 
 // Many channels and a 3-D and a 1-D problem: the channel stepping across vector boundaries.
 TEST(EpilogueHostTwin, ChannelSteppingOnLargerShapes) {
-  for (const char* text :
-       {"dt:bf16,layout:nhwc,post:bias+relu/g1mb3ic4ih5iw7oc37oh5ow7kh1kw1",
-        "dt:f16,post:bias+add+relu/g1mb3ic4ih5iw7oc37oh5ow7kh1kw1",
-        "dt:f32,post:bias+gelu/g1mb2ic2id3ih3iw5oc7kd1kh1kw1",
-        "dt:f32,layout:nhwc,post:bias+elu/g1mb2ic2iw13oc9kw1"}) {
+  for (const char* text : {"dt:bf16,layout:nhwc,post:bias+relu/g1mb3ic4ih5iw7oc37oh5ow7kh1kw1",
+                           "dt:f16,post:bias+add+relu/g1mb3ic4ih5iw7oc37oh5ow7kh1kw1",
+                           "dt:f32,post:bias+gelu/g1mb2ic2id3ih3iw5oc7kd1kh1kw1",
+                           "dt:f32,layout:nhwc,post:bias+elu/g1mb2ic2iw13oc9kw1"}) {
     Case c = make_case(text);
     EXPECT_LT(run_and_compare(c, true), tolerance(c.problem.data_type)) << text;
   }

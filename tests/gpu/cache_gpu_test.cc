@@ -99,9 +99,9 @@ std::optional<CudnnContext> make_context() {
   return std::move(ctx).value();
 }
 
-#define ASSIGN_CONTEXT_OR_FAIL(name)                 \
+#define ASSIGN_CONTEXT_OR_FAIL(name)                        \
   std::optional<CudnnContext> name##_made = make_context(); \
-  ASSERT_TRUE(name##_made.has_value());              \
+  ASSERT_TRUE(name##_made.has_value());                     \
   CudnnContext& name = *name##_made
 
 // One problem's three tensors on the device, with the host data they were made from: inputs
@@ -142,7 +142,8 @@ class DeviceProblem {
       std::vector<unsigned char> host(device_[t].size());
       to_data_type(problem_.data_type, values_[t].data(), host.data(),
                    static_cast<int64_t>(values_[t].size()));
-      EXPECT_TRUE(backend_.copy_to_device(handle_, device_[t].get(), host.data(), host.size()).ok());
+      EXPECT_TRUE(
+          backend_.copy_to_device(handle_, device_[t].get(), host.data(), host.size()).ok());
     }
   }
 
@@ -162,11 +163,13 @@ class DeviceProblem {
     // Inputs as the device saw them: rounded to the data type.
     std::vector<double> t[3];
     for (int i = 0; i < 3; ++i) {
-      std::vector<unsigned char> bytes(values_[i].size() * static_cast<size_t>(size_of(problem_.data_type)));
+      std::vector<unsigned char> bytes(values_[i].size() *
+                                       static_cast<size_t>(size_of(problem_.data_type)));
       to_data_type(problem_.data_type, values_[i].data(), bytes.data(),
                    static_cast<int64_t>(values_[i].size()));
       t[i].resize(values_[i].size());
-      from_data_type(problem_.data_type, bytes.data(), t[i].data(), static_cast<int64_t>(t[i].size()));
+      from_data_type(problem_.data_type, bytes.data(), t[i].data(),
+                     static_cast<int64_t>(t[i].size()));
     }
     if (problem_.beta == 0.0) std::fill(t[out].begin(), t[out].end(), 0.0);
     Status r = reference_convolution(problem_, t[0], t[1], t[2]);
@@ -180,7 +183,8 @@ class DeviceProblem {
   bool output_still_poisoned() const {
     const int out = output_index();
     std::vector<unsigned char> host(device_[out].size());
-    if (!backend_.copy_to_host(handle_, host.data(), device_[out].get(), host.size()).ok()) return false;
+    if (!backend_.copy_to_host(handle_, host.data(), device_[out].get(), host.size()).ok())
+      return false;
     return std::all_of(host.begin(), host.end(), [](unsigned char b) { return b == 0xff; });
   }
 
@@ -215,8 +219,8 @@ double tolerance_for(PlanCache& cache, cudnnHandle_t handle, const ConvProblem& 
   const double error = data.output_error();
   const double tolerance = tolerance_for(cache, ctx.handle(), p);
   if (!(error <= tolerance)) {
-    return ::testing::AssertionFailure() << p.to_string() << ": relative error " << error
-                                         << " > " << tolerance;
+    return ::testing::AssertionFailure()
+           << p.to_string() << ": relative error " << error << " > " << tolerance;
   }
   return ::testing::AssertionSuccess();
 }
@@ -400,7 +404,7 @@ TEST(PlanCacheGpu, PinnedPlanOutlivesItsCache) {
   ASSERT_TRUE(ref.ok()) << ref.status().to_string();
   const double tolerance = tolerance_for(*cache, ctx.handle(), p);
   cache.reset();
-  backend.reset();  // the plan keeps the backend alive
+  backend.reset();                                        // the plan keeps the backend alive
   std::shared_ptr<Backend> other = make_cudnn_backend();  // for the copies only
   DeviceProblem data(*other, ctx.handle(), p, 11);
   StatusOr<DeviceBuffer> workspace = DeviceBuffer::allocate(

@@ -273,8 +273,8 @@ const Erratum* erratum_for(const ConvProblem& p, const Candidate& c) {
 struct Row {
   std::string label;
   std::string problem;
-  int candidates = 0;      // distinct configurations (all engines + heuristics mode A)
-  int tried = 0;           // built and executed
+  int candidates = 0;  // distinct configurations (all engines + heuristics mode A)
+  int tried = 0;       // built and executed
   int passed = 0;
   int failed = 0;          // wrong numbers or execute errors
   int known_bad = 0;       // wrong numbers matching a known cuDNN erratum (kErrata)
@@ -311,14 +311,14 @@ std::string format_table(const std::vector<Row>& rs) {
     errors += r.build_errors;
     rtc += r.rtc_skipped;
   }
-  std::snprintf(line, sizeof(line), "%-50s %5s %5d %5d %5d %5d %5d %5d %5d\n", "TOTAL", "",
-                tried, passed, failed, known, ns, errors, rtc);
+  std::snprintf(line, sizeof(line), "%-50s %5s %5d %5d %5d %5d %5d %5d %5d\n", "TOTAL", "", tried,
+                passed, failed, known, ns, errors, rtc);
   o << line;
   o << "known = wrong results matching a listed cuDNN erratum on a problem where other engines "
        "matched (not test failures); "
        "n/s = build() said not supported; err = other build errors; rtcsk = runtime-compiled "
-       "engines not tried on that problem (at most " << kMaxRuntimeCompiledPerProblem
-    << " tried, on the few problems marked rtc)\n";
+       "engines not tried on that problem (at most "
+    << kMaxRuntimeCompiledPerProblem << " tried, on the few problems marked rtc)\n";
   for (const Row& r : rs) {
     for (const std::string& f : r.failures) o << "  " << r.label << ": " << f << "\n";
   }
@@ -330,20 +330,26 @@ class ReportEnvironment : public ::testing::Environment {
   void TearDown() override {
     if (rows().empty()) return;
     const std::string table = format_table(rows());
-    std::printf("\n=== cuDNN engine matrix (cuDNN %lld) ===\n%s", 
+    std::printf("\n=== cuDNN engine matrix (cuDNN %lld) ===\n%s",
                 static_cast<long long>(cudnn_runtime_version()), table.c_str());
     const char* dir = std::getenv("CONVPLAN_REPORT_DIR");
     if (dir == nullptr || dir[0] == '\0') return;
     std::ofstream(std::string(dir) + "/engines_matrix.txt") << table;
     nlohmann::json j = nlohmann::json::array();
     for (const Row& r : rows()) {
-      j.push_back({{"label", r.label},         {"problem", r.problem},
-                   {"candidates", r.candidates}, {"tried", r.tried},
-                   {"passed", r.passed},       {"failed", r.failed},
+      j.push_back({{"label", r.label},
+                   {"problem", r.problem},
+                   {"candidates", r.candidates},
+                   {"tried", r.tried},
+                   {"passed", r.passed},
+                   {"failed", r.failed},
                    {"known_bad", r.known_bad},
-                   {"not_supported", r.not_supported}, {"build_errors", r.build_errors},
-                   {"rtc_skipped", r.rtc_skipped}, {"worst_error", r.worst_error},
-                   {"tolerance", r.tolerance}, {"failures", r.failures}});
+                   {"not_supported", r.not_supported},
+                   {"build_errors", r.build_errors},
+                   {"rtc_skipped", r.rtc_skipped},
+                   {"worst_error", r.worst_error},
+                   {"tolerance", r.tolerance},
+                   {"failures", r.failures}});
     }
     nlohmann::json doc = {{"cudnn_version", cudnn_runtime_version()}, {"rows", j}};
     std::ofstream(std::string(dir) + "/engines_matrix.json") << doc.dump(2) << "\n";
@@ -359,7 +365,7 @@ class ReportEnvironment : public ::testing::Environment {
 // Host data of one problem in its layout, already rounded to its data type, and the expected
 // output after the convolution.
 struct HostData {
-  std::vector<double> x, w, y;  // inputs and the output's initial values
+  std::vector<double> x, w, y;   // inputs and the output's initial values
   std::vector<double> expected;  // the output tensor after the convolution
 };
 
@@ -396,9 +402,7 @@ class CudnnEngines : public ::testing::Test {
   struct DeviceTensors {
     DeviceBuffer x, w, y;
     TensorPointers pointers() const { return {x.get(), w.get(), y.get()}; }
-    DeviceBuffer& output(const ConvProblem& p) {
-      return by_role(p.output_tensor(), x, w, y);
-    }
+    DeviceBuffer& output(const ConvProblem& p) { return by_role(p.output_tensor(), x, w, y); }
   };
 
   static size_t bytes_of(const ConvProblem& p, const TensorShape& s) {
@@ -462,8 +466,9 @@ class CudnnEngines : public ::testing::Test {
   Status ensure_workspace(cudnnHandle_t handle, int64_t bytes) {
     if (bytes <= static_cast<int64_t>(workspace_.size())) return ok_status();
     workspace_.reset();
-    CONVPLAN_ASSIGN_OR_RETURN(workspace_, DeviceBuffer::allocate(backend_->default_allocator(handle),
-                                                                 static_cast<size_t>(bytes)));
+    CONVPLAN_ASSIGN_OR_RETURN(
+        workspace_,
+        DeviceBuffer::allocate(backend_->default_allocator(handle), static_cast<size_t>(bytes)));
     return ok_status();
   }
 
@@ -475,9 +480,8 @@ class CudnnEngines : public ::testing::Test {
       EXPECT_TRUE(c.ok()) << c.status().to_string();
       if (!c.ok()) continue;
       for (const Candidate& cand : *c) {
-        const bool repeat = std::any_of(out.begin(), out.end(), [&](const Candidate& o) {
-          return o.config == cand.config;
-        });
+        const bool repeat = std::any_of(
+            out.begin(), out.end(), [&](const Candidate& o) { return o.config == cand.config; });
         if (!repeat) out.push_back(cand);
       }
     }
@@ -590,7 +594,6 @@ class CudnnEngines : public ::testing::Test {
   uint64_t seed_ = 0;
   std::mt19937_64 rng_;
 };
-
 
 TEST_F(CudnnEngines, EveryEngineMatchesTheReferenceOnTheMatrix) {
   for (const Case& c : matrix()) {
@@ -720,13 +723,16 @@ TEST_F(CudnnEngines, JsonCloneOnSecondHandleAgreesAndRunsOnThatHandlesStream) {
         ASSERT_EQ(cudaLaunchHostFunc(ctx1_->stream(), hold_stream, &first_gate), cudaSuccess);
         const auto f0 = std::chrono::steady_clock::now();
         const Status fs = (*plan)->execute(ctx1_->handle(), dev->pointers(), workspace_.get());
-        const double first_ms = std::chrono::duration<double, std::milli>(
-                                    std::chrono::steady_clock::now() - f0).count();
+        const double first_ms =
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - f0)
+                .count();
         first_gate.open = true;
         ASSERT_TRUE(fs.ok()) << name << ": " << fs.to_string();
         ASSERT_TRUE(ctx1_->synchronize().ok());
-        std::printf("first execute of built runtime-compiled %s: %.1f ms on the host (stream "
-                    "held 1200 ms)\n", name.c_str(), first_ms);
+        std::printf(
+            "first execute of built runtime-compiled %s: %.1f ms on the host (stream "
+            "held 1200 ms)\n",
+            name.c_str(), first_ms);
       }
       ASSERT_TRUE(reset_output(ctx1_->handle(), p, data, *dev).ok());
       Status s = (*plan)->execute(ctx1_->handle(), dev->pointers(), workspace_.get());
@@ -748,13 +754,16 @@ TEST_F(CudnnEngines, JsonCloneOnSecondHandleAgreesAndRunsOnThatHandlesStream) {
         ASSERT_EQ(cudaLaunchHostFunc(ctx2_->stream(), hold_stream, &gate), cudaSuccess);
         const auto f0 = std::chrono::steady_clock::now();
         s = (*clone)->execute(ctx2_->handle(), dev->pointers(), workspace_.get());
-        const double first_ms = std::chrono::duration<double, std::milli>(
-                                    std::chrono::steady_clock::now() - f0).count();
+        const double first_ms =
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - f0)
+                .count();
         gate.open = true;
         ASSERT_TRUE(s.ok()) << name << ": " << s.to_string();
         ASSERT_TRUE(ctx2_->synchronize().ok());
-        std::printf("first execute of cloned runtime-compiled %s: %.1f ms on the host (stream "
-                    "held 1200 ms)\n", name.c_str(), first_ms);
+        std::printf(
+            "first execute of cloned runtime-compiled %s: %.1f ms on the host (stream "
+            "held 1200 ms)\n",
+            name.c_str(), first_ms);
       }
       // The clone on handle 2, behind the gate.
       ASSERT_TRUE(reset_output(ctx2_->handle(), p, data, *dev).ok());
@@ -774,9 +783,9 @@ TEST_F(CudnnEngines, JsonCloneOnSecondHandleAgreesAndRunsOnThatHandlesStream) {
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
       std::vector<unsigned char> held(dev->y.size());
-      ASSERT_EQ(cudaMemcpyAsync(held.data(), dev->y.get(), held.size(), cudaMemcpyDeviceToHost,
-                                probe),
-                cudaSuccess);
+      ASSERT_EQ(
+          cudaMemcpyAsync(held.data(), dev->y.get(), held.size(), cudaMemcpyDeviceToHost, probe),
+          cudaSuccess);
       ASSERT_EQ(cudaStreamSynchronize(probe), cudaSuccess);
       EXPECT_EQ(cudaStreamQuery(ctx2_->stream()), cudaErrorNotReady) << name;
       EXPECT_TRUE(all_bytes_are(held, 0xff))
@@ -798,11 +807,11 @@ TEST_F(CudnnEngines, JsonCloneOnSecondHandleAgreesAndRunsOnThatHandlesStream) {
   }
   cudaStreamDestroy(probe);
   EXPECT_GT(clones, 0);
-  std::printf("JSON clones: %d precompiled (build %.3f ms, clone %.3f ms on average), %d runtime "
-              "compiled (build %.1f ms, clone %.3f ms on average)\n",
-              clones, clones ? build_ms / clones : 0.0, clones ? clone_ms / clones : 0.0,
-              rtc_clones, rtc_clones ? rtc_build_ms / rtc_clones : 0.0,
-              rtc_clones ? rtc_clone_ms / rtc_clones : 0.0);
+  std::printf(
+      "JSON clones: %d precompiled (build %.3f ms, clone %.3f ms on average), %d runtime "
+      "compiled (build %.1f ms, clone %.3f ms on average)\n",
+      clones, clones ? build_ms / clones : 0.0, clones ? clone_ms / clones : 0.0, rtc_clones,
+      rtc_clones ? rtc_build_ms / rtc_clones : 0.0, rtc_clones ? rtc_clone_ms / rtc_clones : 0.0);
   std::printf("plans: %.0f host bytes (host_bytes()) and %.0f JSON bytes on average\n",
               static_cast<double>(host_bytes) / (clones + rtc_clones),
               static_cast<double>(json_bytes) / (clones + rtc_clones));
@@ -847,9 +856,10 @@ TEST_F(CudnnEngines, CachedExecuteCostsNoMoreThanABareExecute) {
     }
   }
   EXPECT_EQ(cudnn_plan->raw_variant_pack(), raw_pack) << "the cached pack was rebuilt";
-  std::printf("host time per call: cached execute %.2f us, bare cudnnBackendExecute %.2f us "
-              "(ratio %.3f), engine %s\n",
-              best_cached, best_bare, best_cached / best_bare, plan->config().to_string().c_str());
+  std::printf(
+      "host time per call: cached execute %.2f us, bare cudnnBackendExecute %.2f us "
+      "(ratio %.3f), engine %s\n",
+      best_cached, best_bare, best_cached / best_bare, plan->config().to_string().c_str());
   EXPECT_LE(best_cached, 1.1 * best_bare);
 }
 
@@ -890,8 +900,7 @@ TEST_F(CudnnEngines, DeviceOfHandleDescribesTheGpu) {
   EXPECT_EQ(d1->cudnn_version, static_cast<int64_t>(cudnnGetVersion()));
   std::printf("device: %s %s sm%d%d, %d SMs, L2 %lld B, %lld MiB, cuDNN %lld, CUDA runtime %d\n",
               d1->name.c_str(), d1->uuid.c_str(), d1->cc_major, d1->cc_minor, d1->sm_count,
-              static_cast<long long>(d1->l2_bytes),
-              static_cast<long long>(d1->memory_bytes >> 20),
+              static_cast<long long>(d1->l2_bytes), static_cast<long long>(d1->memory_bytes >> 20),
               static_cast<long long>(d1->cudnn_version), cuda_runtime_version());
 }
 

@@ -54,7 +54,8 @@ class FusedGpuTest : public ::testing::Test {
 
   StatusOr<std::vector<double>> download(DataType t, const DeviceBuffer& b, size_t count) {
     std::vector<uint8_t> bytes(count * static_cast<size_t>(size_of(t)));
-    CONVPLAN_RETURN_IF_ERROR(backend_->copy_to_host(ctx_->handle(), bytes.data(), b.get(), bytes.size()));
+    CONVPLAN_RETURN_IF_ERROR(
+        backend_->copy_to_host(ctx_->handle(), bytes.data(), b.get(), bytes.size()));
     std::vector<double> v(count);
     from_data_type(t, bytes.data(), v.data(), static_cast<int64_t>(count));
     return v;
@@ -85,10 +86,12 @@ class FusedGpuTest : public ::testing::Test {
 
   // Builds and runs `config` once; its relative L2 error against the full float64 reference.
   StatusOr<double> error_of(const ConvProblem& p, const EngineConfig& config) {
-    CONVPLAN_ASSIGN_OR_RETURN(std::unique_ptr<Plan> plan, backend_->build(ctx_->handle(), p, config));
+    CONVPLAN_ASSIGN_OR_RETURN(std::unique_ptr<Plan> plan,
+                              backend_->build(ctx_->handle(), p, config));
     CONVPLAN_ASSIGN_OR_RETURN(Tensors t, make_tensors(p, 7));
-    CONVPLAN_ASSIGN_OR_RETURN(t.workspace, DeviceBuffer::allocate(
-                                               allocator(), static_cast<size_t>(plan->workspace_bytes())));
+    CONVPLAN_ASSIGN_OR_RETURN(
+        t.workspace,
+        DeviceBuffer::allocate(allocator(), static_cast<size_t>(plan->workspace_bytes())));
     CONVPLAN_RETURN_IF_ERROR(plan->execute(ctx_->handle(), t.pointers(), t.workspace.get()));
     CONVPLAN_ASSIGN_OR_RETURN(std::vector<double> got, download(p.data_type, t.dy, t.y.size()));
     std::vector<double> y = t.y;
@@ -106,8 +109,8 @@ std::string chain_problem(const char* dt, const char* layout, const std::string&
 }
 
 constexpr const char* kConvs[] = {
-    "g1mb2ic16ih10iw10oc32oh10ow10kh3kw3ph1pw1",  // 3x3 same
-    "g1mb3ic32ih7iw7oc64oh7ow7kh1kw1",            // 1x1, odd spatial size
+    "g1mb2ic16ih10iw10oc32oh10ow10kh3kw3ph1pw1",    // 3x3 same
+    "g1mb3ic32ih7iw7oc64oh7ow7kh1kw1",              // 1x1, odd spatial size
     "g1mb2ic16ih9iw9oc24oh5ow5kh3kw3sh2sw2ph1pw1",  // strided
 };
 
@@ -147,8 +150,8 @@ TEST_F(FusedGpuTest, EveryChainTypeAndLayoutFusedAndUnfusedMatchTheReference) {
             ++(c.config.unfused ? unfused_checked : fused_checked);
           }
           EXPECT_TRUE(unfused_done) << text << ": no unfused candidate ran";
-          const bool must_fuse = std::string(layout) == "nhwc" && std::string(dt) != "f32" &&
-                                 chain == "bias+add+relu";
+          const bool must_fuse =
+              std::string(layout) == "nhwc" && std::string(dt) != "f32" && chain == "bias+add+relu";
           if (must_fuse) {
             EXPECT_TRUE(fused_done) << text << ": no fused candidate ran";
           }
@@ -160,10 +163,11 @@ TEST_F(FusedGpuTest, EveryChainTypeAndLayoutFusedAndUnfusedMatchTheReference) {
 // The kernel against its host twin: odd sizes (tails), many channels, and a y that is not
 // 16-byte aligned (the element-wise path).
 TEST_F(FusedGpuTest, EpilogueKernelMatchesItsHostTwin) {
-  for (const char* text : {"dt:bf16,layout:nhwc,post:bias+add*0.5+gelu/g1mb3ic4ih5iw7oc37oh5ow7kh1kw1",
-                           "dt:f16,post:bias+silu+add/g1mb3ic4ih5iw7oc37oh5ow7kh1kw1",
-                           "dt:f32,layout:nhwc,post:bias+relu6/g1mb2ic2ih9iw9oc13kh1kw1",
-                           "dt:f64,post:bias+add+elu+tanh/g1mb2ic2ih9iw9oc13kh1kw1"}) {
+  for (const char* text :
+       {"dt:bf16,layout:nhwc,post:bias+add*0.5+gelu/g1mb3ic4ih5iw7oc37oh5ow7kh1kw1",
+        "dt:f16,post:bias+silu+add/g1mb3ic4ih5iw7oc37oh5ow7kh1kw1",
+        "dt:f32,layout:nhwc,post:bias+relu6/g1mb2ic2ih9iw9oc13kh1kw1",
+        "dt:f64,post:bias+add+elu+tanh/g1mb2ic2ih9iw9oc13kh1kw1"}) {
     StatusOr<ConvProblem> p = parse_problem(text);
     ASSERT_TRUE(p.ok());
     for (size_t shift : {size_t{0}, static_cast<size_t>(size_of(p->data_type))}) {
@@ -183,14 +187,16 @@ TEST_F(FusedGpuTest, EpilogueKernelMatchesItsHostTwin) {
                       .ok());
       StatusOr<std::vector<double>> got = download(p->data_type, *dev, n + 1);
       ASSERT_TRUE(got.ok());
-      std::vector<double> device(got->begin() + (shift ? 1 : 0), got->begin() + (shift ? 1 : 0) + static_cast<std::ptrdiff_t>(n));
+      std::vector<double> device(got->begin() + (shift ? 1 : 0),
+                                 got->begin() + (shift ? 1 : 0) + static_cast<std::ptrdiff_t>(n));
       // The host twin on the same stored values.
       std::vector<uint8_t> hy(n * static_cast<size_t>(size_of(p->data_type)));
       std::vector<uint8_t> hb(t->bias.size() * static_cast<size_t>(size_of(p->data_type)));
       std::vector<uint8_t> hr(t->residual.size() * static_cast<size_t>(size_of(p->data_type)));
       to_data_type(p->data_type, y.data(), hy.data(), static_cast<int64_t>(n));
       to_data_type(p->data_type, t->bias.data(), hb.data(), static_cast<int64_t>(t->bias.size()));
-      to_data_type(p->data_type, t->residual.data(), hr.data(), static_cast<int64_t>(t->residual.size()));
+      to_data_type(p->data_type, t->residual.data(), hr.data(),
+                   static_cast<int64_t>(t->residual.size()));
       ASSERT_TRUE(epilogue_detail::run_epilogue_on_host(*p, hy.data(), hb.data(), hr.data()).ok());
       std::vector<double> host(n);
       from_data_type(p->data_type, hy.data(), host.data(), static_cast<int64_t>(n));
@@ -203,7 +209,8 @@ TEST_F(FusedGpuTest, EpilogueKernelMatchesItsHostTwin) {
 
 // A fused and an unfused plan captured into a CUDA graph give the output of a plain execute.
 TEST_F(FusedGpuTest, FusedAndUnfusedPlansRunInsideCudaGraphCapture) {
-  StatusOr<ConvProblem> p = parse_problem(chain_problem("bf16", "nhwc", "bias+add+relu", kConvs[0]));
+  StatusOr<ConvProblem> p =
+      parse_problem(chain_problem("bf16", "nhwc", "bias+add+relu", kConvs[0]));
   ASSERT_TRUE(p.ok());
   StatusOr<std::vector<Candidate>> list =
       backend_->candidates(ctx_->handle(), *p, CandidateSource::kHeuristicA);
@@ -215,13 +222,15 @@ TEST_F(FusedGpuTest, FusedAndUnfusedPlansRunInsideCudaGraphCapture) {
     if (!plan.ok()) continue;
     StatusOr<Tensors> t = make_tensors(*p, 3);
     ASSERT_TRUE(t.ok());
-    StatusOr<DeviceBuffer> ws = DeviceBuffer::allocate(allocator(), static_cast<size_t>((*plan)->workspace_bytes()));
+    StatusOr<DeviceBuffer> ws =
+        DeviceBuffer::allocate(allocator(), static_cast<size_t>((*plan)->workspace_bytes()));
     ASSERT_TRUE(ws.ok());
     ASSERT_TRUE((*plan)->execute(ctx_->handle(), t->pointers(), ws->get()).ok());
     StatusOr<std::vector<double>> direct = download(p->data_type, t->dy, t->y.size());
     ASSERT_TRUE(backend_->fill(ctx_->handle(), t->dy.get(), 0xFF, t->dy.size()).ok());
     cudaGraph_t graph = nullptr;
-    ASSERT_EQ(cudaStreamBeginCapture(ctx_->stream(), cudaStreamCaptureModeThreadLocal), cudaSuccess);
+    ASSERT_EQ(cudaStreamBeginCapture(ctx_->stream(), cudaStreamCaptureModeThreadLocal),
+              cudaSuccess);
     const Status s = (*plan)->execute(ctx_->handle(), t->pointers(), ws->get());
     ASSERT_EQ(cudaStreamEndCapture(ctx_->stream(), &graph), cudaSuccess);
     ASSERT_TRUE(s.ok()) << c.config.to_string() << ": " << s.to_string();
@@ -243,8 +252,8 @@ TEST_F(FusedGpuTest, FusedAndUnfusedPlansRunInsideCudaGraphCapture) {
 // The tuner times and validates both kinds; the winner is checked again here, and the plan
 // JSON of the record (when there is one) rebuilds a plan that gives the same answer.
 TEST_F(FusedGpuTest, TunerTimesAndValidatesBothKinds) {
-  StatusOr<ConvProblem> p = parse_problem(
-      "dt:bf16,layout:nhwc,post:bias+add+relu/g1mb8ic64ih28iw28oc256oh28ow28kh1kw1");
+  StatusOr<ConvProblem> p =
+      parse_problem("dt:bf16,layout:nhwc,post:bias+add+relu/g1mb8ic64ih28iw28oc256oh28ow28kh1kw1");
   ASSERT_TRUE(p.ok());
   TunePolicy policy;
   policy.mode = TuneMode::kLimited;
@@ -283,7 +292,8 @@ TEST_F(FusedGpuTest, TunerTimesAndValidatesBothKinds) {
   ASSERT_TRUE(err.ok()) << err.status().to_string();
   EXPECT_LT(*err, relative_error_tolerance(*p, r->notes));
   if (!r->plan_json.empty()) {
-    StatusOr<std::unique_ptr<Plan>> clone = backend_->build_from_json(ctx_->handle(), *p, r->plan_json);
+    StatusOr<std::unique_ptr<Plan>> clone =
+        backend_->build_from_json(ctx_->handle(), *p, r->plan_json);
     ASSERT_TRUE(clone.ok()) << clone.status().to_string();
     EXPECT_EQ((*clone)->config().unfused, r->config.unfused);
   }
@@ -302,7 +312,8 @@ TEST_F(FusedGpuTest, MissingBiasIsAnErrorNotACrash) {
     ASSERT_TRUE(t.ok());
     TensorPointers ptrs = t->pointers();
     ptrs.bias = nullptr;
-    StatusOr<DeviceBuffer> ws = DeviceBuffer::allocate(allocator(), static_cast<size_t>((*plan)->workspace_bytes()));
+    StatusOr<DeviceBuffer> ws =
+        DeviceBuffer::allocate(allocator(), static_cast<size_t>((*plan)->workspace_bytes()));
     const Status s = (*plan)->execute(ctx_->handle(), ptrs, ws->get());
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << c.config.to_string();
     EXPECT_NE(s.message().find("tensor bias is null"), std::string::npos) << s.message();

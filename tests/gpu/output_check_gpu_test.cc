@@ -41,12 +41,14 @@ class OutputCheckGpuTest : public ::testing::Test {
     auto buffer = DeviceBuffer::allocate(backend_->default_allocator(ctx_->handle()), host.size());
     EXPECT_TRUE(buffer.ok());
     if (!buffer.ok()) return -2;
-    EXPECT_TRUE(backend_->copy_to_device(ctx_->handle(), buffer->get(), host.data(), host.size()).ok());
+    EXPECT_TRUE(
+        backend_->copy_to_device(ctx_->handle(), buffer->get(), host.data(), host.size()).ok());
     got.assign(offsets.size() * elem, 0);
     std::vector<uint8_t> want(offsets.size() * elem, 0);
-    auto on_device = backend_->read_output(ctx_->handle(), buffer->get(), s, elem, scan, offsets, got.data());
+    auto on_device =
+        backend_->read_output(ctx_->handle(), buffer->get(), s, elem, scan, offsets, got.data());
     auto on_host = backend_->Backend::read_output(ctx_->handle(), buffer->get(), s, elem, scan,
-                                                   offsets, want.data());
+                                                  offsets, want.data());
     EXPECT_TRUE(on_device.ok()) << on_device.status().to_string();
     EXPECT_TRUE(on_host.ok()) << on_host.status().to_string();
     if (!on_device.ok() || !on_host.ok()) return -2;
@@ -75,9 +77,11 @@ TEST_F(OutputCheckGpuTest, FindsTheSmallestPoisonedElementAndGathersTheCheckedOn
       for (int64_t a = 0; a < 4; ++a)
         for (int64_t b = 0; b < 3; ++b)
           for (int64_t c = 0; c < 5; ++c)
-            for (int64_t d = 0; d < 7; ++d) elements.push_back(a * s.strides[0] + b * s.strides[1] + c * s.strides[2] + d);
+            for (int64_t d = 0; d < 7; ++d)
+              elements.push_back(a * s.strides[0] + b * s.strides[1] + c * s.strides[2] + d);
       for (int64_t off : elements) {
-        for (int64_t b = 0; b < elem; ++b) host[off * elem + b] = static_cast<uint8_t>((off * 7 + b) & 0x7F);
+        for (int64_t b = 0; b < elem; ++b)
+          host[off * elem + b] = static_cast<uint8_t>((off * 7 + b) & 0x7F);
       }
       std::mt19937_64 gen(42);
       std::vector<int64_t> offsets;
@@ -90,14 +94,15 @@ TEST_F(OutputCheckGpuTest, FindsTheSmallestPoisonedElementAndGathersTheCheckedOn
       std::fill_n(host.begin() + first * elem, elem, uint8_t{0xFF});
       EXPECT_EQ(check(host, s, elem, true, offsets, got), first);
       EXPECT_EQ(check(host, s, elem, false, offsets, got), -1);  // not asked to scan
-      host[first * elem] = 0x00;  // one byte not the poison: written
+      host[first * elem] = 0x00;                                 // one byte not the poison: written
       EXPECT_EQ(check(host, s, elem, true, offsets, got), second);
     }
   }
 }
 
 TEST_F(OutputCheckGpuTest, ScansEveryElementOfALargeTensor) {
-  const TensorShape s = shape4({64, 64, 64, 256}, {64 * 64 * 256, 64 * 256, 256, 1});  // 128 MiB of bf16
+  const TensorShape s =
+      shape4({64, 64, 64, 256}, {64 * 64 * 256, 64 * 256, 256, 1});  // 128 MiB of bf16
   std::vector<uint8_t> host(static_cast<size_t>(s.span_elements() * 2), 0x3C);
   const int64_t last = s.span_elements() - 1;
   host[last * 2] = host[last * 2 + 1] = 0xFF;

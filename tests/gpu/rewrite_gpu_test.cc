@@ -30,9 +30,11 @@
 namespace convplan {
 namespace {
 
-constexpr const char* kStem = "dt:bf16,layout:nhwc/g1mb256ic3ih224iw224oc64oh112ow112kh7kw7sh2sw2ph3pw3";
+constexpr const char* kStem =
+    "dt:bf16,layout:nhwc/g1mb256ic3ih224iw224oc64oh112ow112kh7kw7sh2sw2ph3pw3";
 constexpr const char* kAlexStem = "dt:bf16,layout:nhwc/mb64ic3ih224iw224oc64kh11kw11sh4sw4ph2pw2";
-constexpr const char* k3dStem = "dt:bf16,layout:nhwc/mb2ic3id32ih112iw112oc32kd3kh7kw7sd2sh2sw2pd1ph3pw3";
+constexpr const char* k3dStem =
+    "dt:bf16,layout:nhwc/mb2ic3id32ih112iw112oc32kd3kh7kw7sd2sh2sw2pd1ph3pw3";
 
 ConvProblem problem(const char* text, Direction d, int64_t batch = 0) {
   StatusOr<ConvProblem> p = parse_problem(text);
@@ -68,8 +70,9 @@ class Tensors {
       if (t == p_.output_tensor() && p_.beta == 0.0) {
         EXPECT_EQ(cudaMemset(device_[i].get(), 0xFF, host_[i].size()), cudaSuccess);
       } else {
-        EXPECT_EQ(cudaMemcpy(device_[i].get(), host_[i].data(), host_[i].size(), cudaMemcpyHostToDevice),
-                  cudaSuccess);
+        EXPECT_EQ(
+            cudaMemcpy(device_[i].get(), host_[i].data(), host_[i].size(), cudaMemcpyHostToDevice),
+            cudaSuccess);
       }
     }
   }
@@ -142,10 +145,12 @@ class RewriteGpuTest : public ::testing::Test {
         seen.push_back(c.config);
         auto plan = backend_->build(ctx_->handle(), p, c.config);
         if (!plan.ok()) {
-          report(p.to_string() + "  " + c.config.to_string() + "  build: " + plan.status().to_string());
+          report(p.to_string() + "  " + c.config.to_string() +
+                 "  build: " + plan.status().to_string());
           continue;
         }
-        auto ws = DeviceBuffer::allocate(cuda_allocator(), static_cast<size_t>((*plan)->workspace_bytes()));
+        auto ws = DeviceBuffer::allocate(cuda_allocator(),
+                                         static_cast<size_t>((*plan)->workspace_bytes()));
         EXPECT_TRUE(ws.ok());
         t.reset();
         const Status s = (*plan)->execute(ctx_->handle(), t.pointers(), ws->get());
@@ -226,7 +231,8 @@ TEST_F(RewriteGpuTest, TunerValidatesRewrittenCandidatesAndRecordsTheChoice) {
     }
   }
   report("tuned " + p.to_string() + " -> " + record->config.to_string() + " " +
-         std::to_string(record->time_ms) + " ms; rewritten candidates ok: " + std::to_string(rewritten_ok));
+         std::to_string(record->time_ms) +
+         " ms; rewritten candidates ok: " + std::to_string(rewritten_ok));
   EXPECT_GT(rewritten_ok, 0);
   policy.rewrites = false;
   auto plain = tuner.tune(ctx_->handle(), p, policy);

@@ -15,7 +15,8 @@ TEST(CudnnContextForStream, BadDeviceIsAnErrorNamingIt) {
   ASSERT_FALSE(ctx.ok());
   if (gpu_available().ok()) {
     EXPECT_EQ(ctx.status().code(), StatusCode::kInvalidArgument);
-    EXPECT_NE(ctx.status().message().find("device=-1"), std::string::npos) << ctx.status().message();
+    EXPECT_NE(ctx.status().message().find("device=-1"), std::string::npos)
+        << ctx.status().message();
   } else {
     EXPECT_EQ(ctx.status().code(), StatusCode::kNoDevice);
   }

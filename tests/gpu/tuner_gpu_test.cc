@@ -48,8 +48,10 @@ std::vector<Layer> layers() {
       {"conv2_3x3_bf16_nhwc", resnet_conv(D::kForward, 64, 64, 56, 3, 1, bf16, nhwc, 8)},
       {"conv2_1x1_expand_bf16_nhwc", resnet_conv(D::kForward, 64, 256, 56, 1, 1, bf16, nhwc, 8)},
       {"conv3_3x3_s2_bf16_nhwc", resnet_conv(D::kForward, 128, 128, 56, 3, 2, bf16, nhwc, 8)},
-      {"conv2_3x3_bf16_nhwc_bwd_data", resnet_conv(D::kBackwardData, 64, 64, 56, 3, 1, bf16, nhwc, 8)},
-      {"conv2_3x3_bf16_nhwc_bwd_filter", resnet_conv(D::kBackwardFilter, 64, 64, 56, 3, 1, bf16, nhwc, 8)},
+      {"conv2_3x3_bf16_nhwc_bwd_data",
+       resnet_conv(D::kBackwardData, 64, 64, 56, 3, 1, bf16, nhwc, 8)},
+      {"conv2_3x3_bf16_nhwc_bwd_filter",
+       resnet_conv(D::kBackwardFilter, 64, 64, 56, 3, 1, bf16, nhwc, 8)},
       {"conv4_3x3_f32_nchw", resnet_conv(D::kForward, 256, 256, 14, 3, 1, f32, nchw, 8)},
   };
 }
@@ -116,7 +118,8 @@ class TunerGpuTest : public ::testing::Test {
   // Builds `config`, runs it once on fresh data and returns its relative L2 error against the
   // float64 reference on 1024 random output elements (infinity when one of them is NaN).
   StatusOr<double> independent_error(const ConvProblem& p, const EngineConfig& config) {
-    CONVPLAN_ASSIGN_OR_RETURN(std::unique_ptr<Plan> plan, backend_->build(ctx_->handle(), p, config));
+    CONVPLAN_ASSIGN_OR_RETURN(std::unique_ptr<Plan> plan,
+                              backend_->build(ctx_->handle(), p, config));
     CONVPLAN_ASSIGN_OR_RETURN(Buffers b, make_buffers(p, plan->workspace_bytes()));
     CONVPLAN_RETURN_IF_ERROR(
         plan->execute(ctx_->handle(), {b.x.get(), b.w.get(), b.y.get()}, b.workspace.get()));
@@ -143,7 +146,8 @@ class TunerGpuTest : public ::testing::Test {
 
   // The median of `runs` timed runs of `config` on buffers of its own.
   StatusOr<double> median_ms(const ConvProblem& p, const EngineConfig& config, int runs) {
-    CONVPLAN_ASSIGN_OR_RETURN(std::unique_ptr<Plan> plan, backend_->build(ctx_->handle(), p, config));
+    CONVPLAN_ASSIGN_OR_RETURN(std::unique_ptr<Plan> plan,
+                              backend_->build(ctx_->handle(), p, config));
     CONVPLAN_ASSIGN_OR_RETURN(Buffers b, make_buffers(p, plan->workspace_bytes()));
     CONVPLAN_ASSIGN_OR_RETURN(std::vector<float> t,
                               backend_->time(*plan, {b.x.get(), b.w.get(), b.y.get()},

@@ -29,10 +29,17 @@ double from_bits(DataType t, uint16_t bits) {
 }
 
 TEST(HalfConversion, ExactValuesKeepTheirBits) {
-  const std::pair<double, uint16_t> cases[] = {
-      {0.0, 0x0000},      {-0.0, 0x8000},           {1.0, 0x3C00},           {-2.0, 0xC000},
-      {0.5, 0x3800},      {65504.0, 0x7BFF},        {std::ldexp(1, -14), 0x0400},
-      {std::ldexp(1, -24), 0x0001}, {std::ldexp(1023, -24), 0x03FF}, {kInf, 0x7C00}, {-kInf, 0xFC00}};
+  const std::pair<double, uint16_t> cases[] = {{0.0, 0x0000},
+                                               {-0.0, 0x8000},
+                                               {1.0, 0x3C00},
+                                               {-2.0, 0xC000},
+                                               {0.5, 0x3800},
+                                               {65504.0, 0x7BFF},
+                                               {std::ldexp(1, -14), 0x0400},
+                                               {std::ldexp(1, -24), 0x0001},
+                                               {std::ldexp(1023, -24), 0x03FF},
+                                               {kInf, 0x7C00},
+                                               {-kInf, 0xFC00}};
   for (const auto& [v, bits] : cases) {
     EXPECT_EQ(to_bits(DataType::kHalf, v), bits) << v;
     const double back = from_bits(DataType::kHalf, bits);
@@ -42,14 +49,15 @@ TEST(HalfConversion, ExactValuesKeepTheirBits) {
 }
 
 TEST(HalfConversion, RoundsToNearestEven) {
-  EXPECT_EQ(to_bits(DataType::kHalf, 1 + std::ldexp(1, -11)), 0x3C00);      // tie: to even (down)
-  EXPECT_EQ(to_bits(DataType::kHalf, 1 + std::ldexp(3, -11)), 0x3C02);      // tie: to even (up)
+  EXPECT_EQ(to_bits(DataType::kHalf, 1 + std::ldexp(1, -11)), 0x3C00);  // tie: to even (down)
+  EXPECT_EQ(to_bits(DataType::kHalf, 1 + std::ldexp(3, -11)), 0x3C02);  // tie: to even (up)
   EXPECT_EQ(to_bits(DataType::kHalf, 1 + std::ldexp(1, -11) + std::ldexp(1, -20)), 0x3C01);
   EXPECT_EQ(to_bits(DataType::kHalf, 1 + std::ldexp(1, -11) - std::ldexp(1, -20)), 0x3C00);
   EXPECT_EQ(to_bits(DataType::kHalf, std::ldexp(1, -25)), 0x0000);  // half the smallest subnormal
   EXPECT_EQ(to_bits(DataType::kHalf, std::ldexp(3, -25)), 0x0002);  // 1.5 subnormal steps: to even
   EXPECT_EQ(to_bits(DataType::kHalf, std::ldexp(3, -26)), 0x0001);  // 0.75 steps: up to one
-  EXPECT_EQ(to_bits(DataType::kHalf, -std::ldexp(1023.5, -24)), 0x8400);  // carries into the exponent
+  EXPECT_EQ(to_bits(DataType::kHalf, -std::ldexp(1023.5, -24)),
+            0x8400);                                      // carries into the exponent
   EXPECT_EQ(to_bits(DataType::kHalf, 65519.99), 0x7BFF);  // below the midpoint to infinity
   EXPECT_EQ(to_bits(DataType::kHalf, 65520.0), 0x7C00);   // the midpoint rounds to even: infinity
   EXPECT_EQ(to_bits(DataType::kHalf, 1e6), 0x7C00);
@@ -84,10 +92,15 @@ TEST(HalfConversion, EveryHalfRoundTripsThroughDouble) {
 }
 
 TEST(BFloat16Conversion, ExactValuesKeepTheirBits) {
-  const std::pair<double, uint16_t> cases[] = {
-      {0.0, 0x0000},  {-0.0, 0x8000}, {1.0, 0x3F80},  {-2.0, 0xC000},
-      {0.5, 0x3F00},  {kInf, 0x7F80}, {-kInf, 0xFF80}, {std::ldexp(1, -133), 0x0001},
-      {std::ldexp(255, 120), 0x7F7F}};
+  const std::pair<double, uint16_t> cases[] = {{0.0, 0x0000},
+                                               {-0.0, 0x8000},
+                                               {1.0, 0x3F80},
+                                               {-2.0, 0xC000},
+                                               {0.5, 0x3F00},
+                                               {kInf, 0x7F80},
+                                               {-kInf, 0xFF80},
+                                               {std::ldexp(1, -133), 0x0001},
+                                               {std::ldexp(255, 120), 0x7F7F}};
   for (const auto& [v, bits] : cases) {
     EXPECT_EQ(to_bits(DataType::kBFloat16, v), bits) << v;
     EXPECT_EQ(from_bits(DataType::kBFloat16, bits), v);

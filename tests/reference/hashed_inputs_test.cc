@@ -83,7 +83,8 @@ TEST(HashedInputsTest, SampledReferenceOverSeedsEqualsItOverFilledBuffers) {
       std::vector<int64_t> offsets;
       for (int64_t o = 0; o < os.span_elements(); o += 3) offsets.push_back(o);
       std::vector<double> from_buffers, from_seeds;
-      ASSERT_TRUE(reference_convolution_at(p, x.data(), w.data(), y.data(), offsets, from_buffers).ok());
+      ASSERT_TRUE(
+          reference_convolution_at(p, x.data(), w.data(), y.data(), offsets, from_buffers).ok());
       ASSERT_TRUE(reference_convolution_at_hashed(p, seeds, offsets, from_seeds).ok());
       EXPECT_EQ(from_seeds, from_buffers) << p.to_string();
       double norm = 0;

@@ -33,7 +33,8 @@ using convplan::TensorShape;
 
 bool write_doubles(const std::filesystem::path& path, const std::vector<double>& v) {
   std::ofstream out(path, std::ios::binary);
-  out.write(reinterpret_cast<const char*>(v.data()), static_cast<std::streamsize>(v.size() * sizeof(double)));
+  out.write(reinterpret_cast<const char*>(v.data()),
+            static_cast<std::streamsize>(v.size() * sizeof(double)));
   return static_cast<bool>(out);
 }
 
@@ -86,11 +87,13 @@ bool run_job(const std::filesystem::path& dir, uint64_t seed, const std::string&
   ok = ok && write_doubles(dir / "x_after.f64", x) && write_doubles(dir / "w_after.f64", w) &&
        write_doubles(dir / "y_after.f64", y);
   std::ofstream meta(dir / "meta.json");
-  meta << "{\"problem\": \"" << p.to_string() << "\", \"direction\": \"" << convplan::to_string(p.direction)
-       << "\", \"output_tensor\": \"" << to_string(p.output_tensor()) << "\", \"x\": " << shape_json(p.x_shape())
+  meta << "{\"problem\": \"" << p.to_string() << "\", \"direction\": \""
+       << convplan::to_string(p.direction) << "\", \"output_tensor\": \""
+       << to_string(p.output_tensor()) << "\", \"x\": " << shape_json(p.x_shape())
        << ", \"w\": " << shape_json(p.w_shape()) << ", \"y\": " << shape_json(p.y_shape());
   if (!p.post_ops.empty()) {
-    meta << ", \"post\": \"" << p.post_ops.to_string() << "\", \"bias\": " << shape_json(p.bias_shape())
+    meta << ", \"post\": \"" << p.post_ops.to_string()
+         << "\", \"bias\": " << shape_json(p.bias_shape())
          << ", \"residual\": " << shape_json(p.residual_shape());
   }
   meta << "}\n";
@@ -116,7 +119,8 @@ int main(int argc, char** argv) {
     uint64_t seed = 0;
     std::string text;
     if (!(in >> seed >> text)) {
-      std::cerr << "reference_dump: job " << index << ": expected 'SEED PROBLEM', got '" << line << "'\n";
+      std::cerr << "reference_dump: job " << index << ": expected 'SEED PROBLEM', got '" << line
+                << "'\n";
       return 2;
     }
     all_ok = run_job(out / std::to_string(index), seed, text) && all_ok;

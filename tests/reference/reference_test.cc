@@ -107,7 +107,8 @@ std::vector<double> compute(ConvProblem p, Tensors in) {
   return written(p, run(p, in));
 }
 
-void expect_near_all(const std::vector<double>& got, const std::vector<double>& want, double tol = 1e-14) {
+void expect_near_all(const std::vector<double>& got, const std::vector<double>& want,
+                     double tol = 1e-14) {
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], tol) << "element " << i;
 }
@@ -212,7 +213,9 @@ TEST(ReferenceAlgebra, OneByOneConvolutionIsAMatrixProduct) {
 // Random problems with groups, stride, dilation and asymmetric padding.
 
 ConvProblem random_problem(std::mt19937_64& rng, Layout layout = Layout::kChannelsFirst) {
-  auto pick = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
+  auto pick = [&](int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+  };
   ConvProblem p = ConvProblem::with_data_type(ConvProblem{}, DataType::kDouble);
   p.spatial_dims = static_cast<int>(pick(1, 3));
   p.groups = pick(1, 3);
@@ -227,7 +230,8 @@ ConvProblem random_problem(std::mt19937_64& rng, Layout layout = Layout::kChanne
     p.pad_before[d] = pick(0, 2);
     p.pad_after[d] = pick(0, 2);
     const int64_t extent = p.dilation[d] * (p.filter[d] - 1) + 1;
-    p.input[d] = std::max<int64_t>(1, extent - p.pad_before[d] - p.pad_after[d]) + pick(0, max_input);
+    p.input[d] =
+        std::max<int64_t>(1, extent - p.pad_before[d] - p.pad_after[d]) + pick(0, max_input);
   }
   p.layout = layout;
   return p;
@@ -263,15 +267,18 @@ TEST(ReferenceAlgebra, BackwardDataAndFilterAreTheAdjointsOfForward) {
     const std::vector<double> dw = compute(with_direction(p, Direction::kBackwardFilter), t);
     const double lhs = dot(y, t.y);  // <fwd(x, w), dy>
     const double scale = norm(y) * norm(t.y) + 1e-300;
-    EXPECT_LT(std::abs(lhs - dot(t.x, dx)) / scale, 1e-13) << "<x, bwd_data(dy, w)> of " << p.to_string();
-    EXPECT_LT(std::abs(lhs - dot(t.w, dw)) / scale, 1e-13) << "<w, bwd_filter(x, dy)> of " << p.to_string();
+    EXPECT_LT(std::abs(lhs - dot(t.x, dx)) / scale, 1e-13)
+        << "<x, bwd_data(dy, w)> of " << p.to_string();
+    EXPECT_LT(std::abs(lhs - dot(t.w, dw)) / scale, 1e-13)
+        << "<w, bwd_filter(x, dy)> of " << p.to_string();
   }
 }
 
 TEST(ReferenceAlgebra, BetaOneAccumulatesIntoTheOutput) {
   std::mt19937_64 rng(3);
   for (int i = 0; i < 60; ++i) {
-    for (Direction d : {Direction::kForward, Direction::kBackwardData, Direction::kBackwardFilter}) {
+    for (Direction d :
+         {Direction::kForward, Direction::kBackwardData, Direction::kBackwardFilter}) {
       ConvProblem p = with_direction(random_problem(rng), d);
       p.alpha = 1.5;
       const Tensors t = random_tensors(p, rng);
@@ -289,9 +296,11 @@ TEST(ReferenceAlgebra, BetaOneAccumulatesIntoTheOutput) {
 TEST(ReferenceAlgebra, BetaZeroIgnoresAPoisonedOutput) {
   std::mt19937_64 rng(4);
   for (int i = 0; i < 30; ++i) {
-    for (Direction d : {Direction::kForward, Direction::kBackwardData, Direction::kBackwardFilter}) {
+    for (Direction d :
+         {Direction::kForward, Direction::kBackwardData, Direction::kBackwardFilter}) {
       const ConvProblem p = with_direction(random_problem(rng), d);
-      for (double v : compute(p, random_tensors(p, rng))) ASSERT_TRUE(std::isfinite(v)) << p.to_string();
+      for (double v : compute(p, random_tensors(p, rng)))
+        ASSERT_TRUE(std::isfinite(v)) << p.to_string();
     }
   }
 }
@@ -299,7 +308,8 @@ TEST(ReferenceAlgebra, BetaZeroIgnoresAPoisonedOutput) {
 TEST(ReferenceLayouts, EveryLayoutGivesTheSameNumbers) {
   std::mt19937_64 rng(5);
   for (int i = 0; i < 100; ++i) {
-    for (Direction d : {Direction::kForward, Direction::kBackwardData, Direction::kBackwardFilter}) {
+    for (Direction d :
+         {Direction::kForward, Direction::kBackwardData, Direction::kBackwardFilter}) {
       ConvProblem first = with_direction(random_problem(rng), d);
       first.alpha = 0.75;
       first.beta = -0.5;
@@ -331,7 +341,8 @@ TEST(ReferenceLayouts, ChannelsLastStridesAreNhwcAndKrsc) {
 TEST(ReferenceLayouts, StridedGapsAreLeftUntouched) {
   std::mt19937_64 rng(6);
   for (int i = 0; i < 50; ++i) {
-    for (Direction d : {Direction::kForward, Direction::kBackwardData, Direction::kBackwardFilter}) {
+    for (Direction d :
+         {Direction::kForward, Direction::kBackwardData, Direction::kBackwardFilter}) {
       ConvProblem p = with_direction(random_problem(rng), d);
       p.layout = Layout::kExplicit;
       p.x_strides = random_strides(p.x_shape(), rng);
@@ -350,7 +361,8 @@ TEST(ReferenceLayouts, StridedGapsAreLeftUntouched) {
         for (size_t e = 0; e < bufs[b].size(); ++e) {
           if (b == out && element[e]) continue;
           ASSERT_EQ(std::bit_cast<uint64_t>(bufs[b][e]), std::bit_cast<uint64_t>(before[b][e]))
-              << "tensor " << "xwy"[b] << " offset " << e << " of " << p.to_string();
+              << "tensor "
+              << "xwy"[b] << " offset " << e << " of " << p.to_string();
         }
       }
     }
@@ -363,7 +375,8 @@ TEST(ReferenceLayouts, StridedGapsAreLeftUntouched) {
 TEST(ReferenceAt, MatchesTheFullReferenceAtRandomElements) {
   std::mt19937_64 rng(7);
   for (int i = 0; i < 60; ++i) {
-    for (Direction d : {Direction::kForward, Direction::kBackwardData, Direction::kBackwardFilter}) {
+    for (Direction d :
+         {Direction::kForward, Direction::kBackwardData, Direction::kBackwardFilter}) {
       for (DataType type : {DataType::kDouble, DataType::kFloat, DataType::kHalf}) {
         ConvProblem p = ConvProblem::with_data_type(with_direction(random_problem(rng), d), type);
         p.alpha = 1.25;
@@ -383,7 +396,8 @@ TEST(ReferenceAt, MatchesTheFullReferenceAtRandomElements) {
         for (int b = 0; b < 3; ++b) {
           typed[b].resize(bufs[b].size() * size_of(type));
           to_data_type(type, bufs[b].data(), typed[b].data(), static_cast<int64_t>(bufs[b].size()));
-          from_data_type(type, typed[b].data(), bufs[b].data(), static_cast<int64_t>(bufs[b].size()));
+          from_data_type(type, typed[b].data(), bufs[b].data(),
+                         static_cast<int64_t>(bufs[b].size()));
         }
         const int out = static_cast<int>(p.output_tensor());
         std::vector<int64_t> offsets;
@@ -391,8 +405,8 @@ TEST(ReferenceAt, MatchesTheFullReferenceAtRandomElements) {
           if (rng() % 3 == 0) offsets.push_back(off);
         });
         std::vector<double> at;
-        const Status s = reference_convolution_at(p, typed[0].data(), typed[1].data(), typed[2].data(),
-                                                  offsets, at);
+        const Status s = reference_convolution_at(p, typed[0].data(), typed[1].data(),
+                                                  typed[2].data(), offsets, at);
         ASSERT_TRUE(s.ok()) << p.to_string() << ": " << s.to_string();
         ASSERT_TRUE(reference_convolution(p, bufs[0], bufs[1], bufs[2]).ok());
         std::vector<double> want;

@@ -20,7 +20,8 @@ TEST(RewriteConfig, TextFormRoundTripsWithTheRewrite) {
   EXPECT_NE(*EngineConfig::parse("s2d2+eng62"), *EngineConfig::parse("eng62"));
   auto bad = EngineConfig::parse("S2D+eng1");
   EXPECT_FALSE(bad.ok());
-  EXPECT_NE(bad.status().message().find("rewrite 'S2D'"), std::string::npos) << bad.status().message();
+  EXPECT_NE(bad.status().message().find("rewrite 'S2D'"), std::string::npos)
+      << bad.status().message();
 }
 
 TEST(RewriteConfig, SpecNamesRoundTrip) {

@@ -37,7 +37,8 @@ std::vector<double> run_rewritten(const Rewrite& r, std::vector<double> x, std::
     }
     b.assign(static_cast<size_t>(q.shape_of(t).span_elements()), t == out ? 7.0 : 0.0);
     if (t != out) {
-      EXPECT_TRUE(transform_host(r, t, true, DataType::kDouble, by_role(t, x, w, y).data(), b.data()).ok());
+      EXPECT_TRUE(
+          transform_host(r, t, true, DataType::kDouble, by_role(t, x, w, y).data(), b.data()).ok());
     }
   }
   const Status s = reference_convolution(q, bx, bw, by);
@@ -54,7 +55,9 @@ std::vector<double> run_rewritten(const Rewrite& r, std::vector<double> x, std::
 }
 
 ConvProblem random_problem(std::mt19937_64& rng, int index) {
-  auto uni = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
+  auto uni = [&](int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+  };
   ConvProblem p;
   p.direction = static_cast<Direction>(index % 3);
   p.spatial_dims = 1 + static_cast<int>((index / 3) % 3);
@@ -115,7 +118,8 @@ TEST(RewriteProof, EveryRewriteOfRandomProblemsMatchesTheReference) {
 }
 
 TEST(RewriteProof, ResNetStemBecomesTheFourByFourStrideOneProblem) {
-  auto p = parse_problem("dt:bf16,layout:nhwc/g1mb256ic3ih224iw224oc64oh112ow112kh7kw7sh2sw2ph3pw3");
+  auto p =
+      parse_problem("dt:bf16,layout:nhwc/g1mb256ic3ih224iw224oc64oh112ow112kh7kw7sh2sw2ph3pw3");
   ASSERT_TRUE(p.ok());
   auto r = make_rewrite(*p, {2, 1, 1});
   ASSERT_TRUE(r.ok()) << r.status().to_string();
@@ -127,7 +131,8 @@ TEST(RewriteProof, ResNetStemBecomesTheFourByFourStrideOneProblem) {
 }
 
 TEST(RewriteProof, StemOffersSpaceToDepthAndChannelPadding) {
-  auto p = parse_problem("dt:bf16,layout:nhwc/g1mb256ic3ih224iw224oc64oh112ow112kh7kw7sh2sw2ph3pw3");
+  auto p =
+      parse_problem("dt:bf16,layout:nhwc/g1mb256ic3ih224iw224oc64oh112ow112kh7kw7sh2sw2ph3pw3");
   ASSERT_TRUE(p.ok());
   std::vector<std::string> names;
   for (const Rewrite& r : applicable_rewrites(*p)) names.push_back(r.name());
@@ -191,8 +196,10 @@ TEST(RewriteProof, ChainsStayOnTheRewrittenProblemAndMatchTheReference) {
       EXPECT_EQ(r.rewritten.post_ops, p.post_ops) << r.name();
       std::vector<double> bx(static_cast<size_t>(r.rewritten.x_shape().span_elements()));
       std::vector<double> bw(static_cast<size_t>(r.rewritten.w_shape().span_elements()));
-      ASSERT_TRUE(transform_host(r, TensorRole::kX, true, DataType::kDouble, x.data(), bx.data()).ok());
-      ASSERT_TRUE(transform_host(r, TensorRole::kW, true, DataType::kDouble, w.data(), bw.data()).ok());
+      ASSERT_TRUE(
+          transform_host(r, TensorRole::kX, true, DataType::kDouble, x.data(), bx.data()).ok());
+      ASSERT_TRUE(
+          transform_host(r, TensorRole::kW, true, DataType::kDouble, w.data(), bw.data()).ok());
       std::vector<double> got = y;
       ASSERT_TRUE(reference_convolution(r.rewritten, bx, bw, got, bias, residual).ok());
       EXPECT_LT(relative_l2_error(got, expected), 1e-13) << r.name() << " of " << p.to_string();
@@ -206,7 +213,8 @@ TEST(RewriteProof, ChainsStayOnTheRewrittenProblemAndMatchTheReference) {
 // The ResNet-50 stem with its inference chain gets its space-to-depth rewrites; a padded k (which
 // would change the bias and residual the chain reads) is refused, naming the chain.
 TEST(RewriteProof, ChainedStemGetsSpaceToDepthButNoPaddedK) {
-  const char* stem = "dt:bf16,layout:nhwc,post:bias+relu/g1mb32ic3ih224iw224oc64oh112ow112kh7kw7sh2sw2ph3pw3";
+  const char* stem =
+      "dt:bf16,layout:nhwc,post:bias+relu/g1mb32ic3ih224iw224oc64oh112ow112kh7kw7sh2sw2ph3pw3";
   StatusOr<ConvProblem> p = parse_problem(stem);
   ASSERT_TRUE(p.ok()) << p.status().to_string();
   EXPECT_EQ(applicable_rewrites(*p).size(), applicable_rewrites(p->without_post_ops()).size());

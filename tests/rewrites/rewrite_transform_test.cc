@@ -27,7 +27,8 @@ int64_t at(const TensorShape& shape, int64_t i0, int64_t c, const int64_t s[3]) 
 }
 
 // B (rewritten) from A (original) by scattering each element of A.
-std::vector<double> naive_to_rewritten(const Rewrite& r, TensorRole t, const std::vector<double>& a) {
+std::vector<double> naive_to_rewritten(const Rewrite& r, TensorRole t,
+                                       const std::vector<double>& a) {
   const TensorShape as = r.original.shape_of(t), bs = r.rewritten.shape_of(t);
   const int dims = r.original.spatial_dims;
   const int64_t b = t == TensorRole::kY ? 1 : r.spec.block;
@@ -71,7 +72,8 @@ TEST_P(TransformTwin, MatchesNaiveLoopsBothWays) {
       // Back: every original element that the rewritten tensor holds comes back, scaled; the
       // ones cropped away (never read by the rewritten problem) get alpha * 0 + beta * old.
       std::vector<double> back = a;
-      ASSERT_TRUE(transform_host(r, t, false, DataType::kDouble, b.data(), back.data(), 2.0, 0.5).ok());
+      ASSERT_TRUE(
+          transform_host(r, t, false, DataType::kDouble, b.data(), back.data(), 2.0, 0.5).ok());
       std::vector<double> marks(a.size(), 1.0), marks_b;
       marks_b = naive_to_rewritten(r, t, marks);  // 1 where an original element landed
       double landed = 0;
@@ -143,8 +145,8 @@ bool expect_row_staged_matches(const rewrites::TransformDesc& desc, int32_t elem
   rewrites::prepare_fast(t);
   rewrites::RowPlan plan;
   if (!rewrites::make_row_plan(t, 0x1000, 0x2000, &plan)) return false;
-  const int64_t src_elements = t.to_rewritten ? span_of(t.a_dims, t.a_strides)
-                                              : span_of(t.b_dims, t.b_strides);
+  const int64_t src_elements =
+      t.to_rewritten ? span_of(t.a_dims, t.a_strides) : span_of(t.b_dims, t.b_strides);
   std::vector<unsigned char> src(static_cast<size_t>(src_elements * elem_bytes));
   std::mt19937 rng(11);
   for (unsigned char& b : src) b = static_cast<unsigned char>(rng() | 1);  // no zero bytes
@@ -173,7 +175,10 @@ TEST_P(TransformTwin, RowStagedFastPathMatchesTheGenericGather) {
       for (bool to : {true, false}) {
         const rewrites::TransformDesc d = rewrites::transform_desc(r, t, to, 1.0, 0.0);
         for (int32_t e : {2, 4, 8}) {
-          applied += expect_row_staged_matches(d, e, r.name() + " " + to_string(t) + (to ? " to" : " from")) ? 1 : 0;
+          applied += expect_row_staged_matches(
+                         d, e, r.name() + " " + to_string(t) + (to ? " to" : " from"))
+                         ? 1
+                         : 0;
         }
       }
     }
@@ -202,7 +207,8 @@ TEST(RowStaged, CoversTheStemsAndFallsBackElsewhere) {
       {"dt:bf16,layout:nhwc/mb2ic3ih224iw224oc64kh11kw11sh4sw4ph2pw2", "s2d4", true},
       {"dir:bwd_data,dt:bf16,layout:nhwc/mb2ic3ih224iw224oc64kh11kw11sh4sw4ph2pw2", "s2d4", false},
       {"dt:bf16,layout:nhwc/mb1ic3id16ih56iw56oc32kd3kh7kw7sd2sh2sw2pd1ph3pw3", "s2d2", true},
-      {"dir:bwd_data,dt:bf16,layout:nhwc/mb1ic3id16ih56iw56oc32kd3kh7kw7sd2sh2sw2pd1ph3pw3", "s2d2", false},
+      {"dir:bwd_data,dt:bf16,layout:nhwc/mb1ic3id16ih56iw56oc32kd3kh7kw7sd2sh2sw2pd1ph3pw3", "s2d2",
+       false},
   };
   for (const Case& c : cases) {
     auto p = parse_problem(c.problem);
@@ -273,7 +279,8 @@ TEST(TransformTwin, HalfTypesRoundOnceAndZeroFill) {
   ASSERT_TRUE(r.ok());
   std::vector<uint16_t> x(static_cast<size_t>(p->x_shape().span_elements()), 0x3f80);  // 1.0
   std::vector<uint16_t> b(static_cast<size_t>(r->rewritten.x_shape().span_elements()), 0xffff);
-  ASSERT_TRUE(transform_host(*r, TensorRole::kX, true, DataType::kBFloat16, x.data(), b.data()).ok());
+  ASSERT_TRUE(
+      transform_host(*r, TensorRole::kX, true, DataType::kBFloat16, x.data(), b.data()).ok());
   int64_t ones = 0, zeros = 0, others = 0;
   for (uint16_t v : b) ++(v == 0x3f80 ? ones : v == 0 ? zeros : others);
   EXPECT_EQ(ones, p->x_shape().elements());  // every element once, the rest zeros

@@ -73,7 +73,10 @@ class ScriptedBackend::ScriptedPlan final : public Plan {
  public:
   ScriptedPlan(ScriptedBackend& owner, cudnnHandle_t handle, const ConvProblem& problem,
                const ScriptedEngine& engine, EngineConfig config)
-      : owner_(owner), handle_(handle), problem_(problem), engine_(engine),
+      : owner_(owner),
+        handle_(handle),
+        problem_(problem),
+        engine_(engine),
         config_(std::move(config)) {
     ++owner_.live_plans;
   }
@@ -120,8 +123,8 @@ class ScriptedBackend::ScriptedPlan final : public Plan {
   // What a launch reports at once; the computation itself runs now, or later with a lag.
   Status launch(const TensorPointers& t, void* workspace, bool timed) {
     if (engine_.behavior == EngineBehavior::kFailsToExecute) {
-      return {StatusCode::kCudnnError, "scripted engine " + std::to_string(engine_.id) +
-                                           " fails to execute"};
+      return {StatusCode::kCudnnError,
+              "scripted engine " + std::to_string(engine_.id) + " fails to execute"};
     }
     if (engine_.workspace_bytes > 0 && workspace == nullptr) {
       return invalid_argument("scripted engine needs a workspace and got none");
@@ -135,11 +138,12 @@ class ScriptedBackend::ScriptedPlan final : public Plan {
     ScriptedBackend* owner = &owner_;
     const ConvProblem problem = problem_;
     const ScriptedEngine* engine = &engine_;
-    owner_.enqueue(handle_, {t.x, t.w, t.y, workspace}, [owner, problem, engine, unfused, t, workspace, timed] {
-      ++owner->lagged_runs;
-      const Status s = run(*owner, problem, *engine, unfused, t, workspace, timed);
-      if (!s.ok()) ADD_FAILURE() << "lagged scripted run failed: " << s.to_string();
-    });
+    owner_.enqueue(handle_, {t.x, t.w, t.y, workspace},
+                   [owner, problem, engine, unfused, t, workspace, timed] {
+                     ++owner->lagged_runs;
+                     const Status s = run(*owner, problem, *engine, unfused, t, workspace, timed);
+                     if (!s.ok()) ADD_FAILURE() << "lagged scripted run failed: " << s.to_string();
+                   });
     return ok_status();
   }
 
@@ -206,7 +210,8 @@ class ScriptedBackend::ScriptedPlan final : public Plan {
 ScriptedBackend::ScriptedBackend(std::vector<ScriptedEngine> engines)
     : engines_(std::move(engines)), allocator_(std::make_unique<Allocator>(*this)) {}
 
-ScriptedBackend::~ScriptedBackend() = default;  // queued work is dropped, as a reset device drops it
+ScriptedBackend::~ScriptedBackend() =
+    default;  // queued work is dropped, as a reset device drops it
 
 const ScriptedEngine* ScriptedBackend::engine(int64_t id) const {
   for (const ScriptedEngine& e : engines_) {
@@ -299,9 +304,11 @@ StatusOr<std::unique_ptr<Plan>> ScriptedBackend::build(cudnnHandle_t handle, con
   for (const KnobChoice& k : config.knobs) {
     bool known = false;
     for (const KnobInfo& info : e->knobs) {
-      known = known || (info.type == k.type && k.value >= info.min_value && k.value <= info.max_value);
+      known =
+          known || (info.type == k.type && k.value >= info.min_value && k.value <= info.max_value);
     }
-    if (!known) return not_supported("knob " + std::to_string(k.type) + "=" + std::to_string(k.value));
+    if (!known)
+      return not_supported("knob " + std::to_string(k.type) + "=" + std::to_string(k.value));
   }
   if (e->behavior == EngineBehavior::kFailsToBuild) {
     return not_supported("scripted engine " + std::to_string(e->id) + " fails to build");

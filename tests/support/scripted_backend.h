@@ -35,11 +35,11 @@ cudnnHandle_t scripted_handle(int index);
 
 enum class EngineBehavior {
   kCorrect,
-  kWrongResult,        // computes, then scales the output by 1.5
-  kWritesPastOutput,   // correct, but also writes 64 bytes after the output's span
-  kWritesPastWorkspace,// correct, but writes 64 bytes after its workspace
-  kFailsToBuild,       // build() returns kNotSupported
-  kFailsToExecute,     // execute() returns kCudnnError
+  kWrongResult,          // computes, then scales the output by 1.5
+  kWritesPastOutput,     // correct, but also writes 64 bytes after the output's span
+  kWritesPastWorkspace,  // correct, but writes 64 bytes after its workspace
+  kFailsToBuild,         // build() returns kNotSupported
+  kFailsToExecute,       // execute() returns kCudnnError
 };
 
 struct ScriptedEngine {
@@ -48,8 +48,8 @@ struct ScriptedEngine {
   int64_t workspace_bytes = 0;
   float time_ms = 1.0f;  // what time() reports for each run
   EngineBehavior behavior = EngineBehavior::kCorrect;
-  bool in_heuristics = true;  // listed by the heuristic modes (in the order of the script)
-  bool in_fallback = false;   // listed by kFallback
+  bool in_heuristics = true;    // listed by the heuristic modes (in the order of the script)
+  bool in_fallback = false;     // listed by kFallback
   std::vector<KnobInfo> knobs;  // offered knobs, for exhaustive search
   // Time per run for a given knob choice, when it depends on knobs; else time_ms.
   std::function<float(const EngineConfig&)> time_for;
@@ -105,11 +105,11 @@ class ScriptedBackend final : public Backend {
 
   // --- Counters ---
   std::atomic<int64_t> heuristic_queries{0};
-  std::atomic<int64_t> builds{0};       // successful build() calls
-  std::atomic<int64_t> json_builds{0};  // successful build_from_json() calls
-  std::atomic<int64_t> executions{0};   // plan executions that ran
-  std::atomic<int64_t> timings{0};      // time() calls
-  std::atomic<int64_t> timed_runs{0};   // executions by time() (warm-up included)
+  std::atomic<int64_t> builds{0};                     // successful build() calls
+  std::atomic<int64_t> json_builds{0};                // successful build_from_json() calls
+  std::atomic<int64_t> executions{0};                 // plan executions that ran
+  std::atomic<int64_t> timings{0};                    // time() calls
+  std::atomic<int64_t> timed_runs{0};                 // executions by time() (warm-up included)
   std::atomic<int64_t> foreign_handle_executions{0};  // must stay 0
   std::atomic<int64_t> stale_handle_executions{0};    // must stay 0
   std::atomic<int64_t> lagged_runs{0};                // computations that ran after execute()
@@ -129,9 +129,9 @@ class ScriptedBackend final : public Backend {
   std::vector<ScriptedEngine> engines_;
   std::unique_ptr<Allocator> allocator_;
   std::mutex mu_;
-  std::map<cudnnHandle_t, DeviceInfo> devices_;  // GUARDED_BY(mu_)
+  std::map<cudnnHandle_t, DeviceInfo> devices_;                        // GUARDED_BY(mu_)
   std::map<cudnnHandle_t, std::unique_ptr<std::atomic<int>>> in_use_;  // GUARDED_BY(mu_)
-  std::map<cudnnHandle_t, uint64_t> generations_;  // GUARDED_BY(mu_)
+  std::map<cudnnHandle_t, uint64_t> generations_;                      // GUARDED_BY(mu_)
   // Queued work, and the pointers it uses (so that freeing a block runs the work on it first).
   struct Pending {
     std::array<const void*, 4> uses;

@@ -165,9 +165,9 @@ TEST_F(Cli, HelpListsEveryCommandAndTheExitStatuses) {
 
 TEST_F(Cli, EveryCommandHasHelpThatExitsZero) {
   const std::vector<std::vector<std::string>> commands = {
-      {"run"},          {"bench"},       {"engines"},      {"devices"},      {"db"}, {"explain"},
-      {"db", "list"},   {"db", "show"},  {"db", "export"}, {"db", "import"}, {"db", "merge"},
-      {"db", "verify"}, {"db", "prune"}, {"db", "path"}};
+      {"run"},         {"bench"},        {"engines"},     {"devices"},      {"db"},
+      {"explain"},     {"db", "list"},   {"db", "show"},  {"db", "export"}, {"db", "import"},
+      {"db", "merge"}, {"db", "verify"}, {"db", "prune"}, {"db", "path"}};
   for (std::vector<std::string> c : commands) {
     c.push_back("--help");
     const Result r = run(c);
@@ -489,8 +489,8 @@ TEST_F(Cli, BenchDryRunAppliesTheFlagsToEverySuite) {
 // The inference suite carries its chains into the rows; a backward direction on it is refused,
 // naming the chain (the chains are forward only).
 TEST_F(Cli, BenchDryRunKeepsThePostOpChains) {
-  const Result r = run({"bench", "--suite", "resnet50_infer", "--dry-run", "--batch", "256",
-                        "--json", "-"});
+  const Result r =
+      run({"bench", "--suite", "resnet50_infer", "--dry-run", "--batch", "256", "--json", "-"});
   ASSERT_EQ(r.exit_code, 0) << describe(r);
   const nlohmann::json j = nlohmann::json::parse(r.out, nullptr, false);
   ASSERT_FALSE(j.is_discarded()) << describe(r);
@@ -673,9 +673,9 @@ TEST_F(Cli, DbPruneRemovesWhatTheFiltersMatch) {
 TEST_F(Cli, NonFiniteAndOutOfRangeNumbersExit2) {
   // Case 12: nan and inf used to pass CLI11's range checks.
   const std::vector<std::vector<std::string>> commands = {
-      {"run", kGood, "--peak-tflops", "nan"},  {"run", kGood, "--peak-tflops", "inf"},
-      {"run", kGood, "--peak-gbps", "-inf"},   {"bench", "--peak-tflops", "1e400"},
-      {"db", "prune", "--older-than", "nan"},  {"db", "prune", "--older-than", "inf"},
+      {"run", kGood, "--peak-tflops", "nan"}, {"run", kGood, "--peak-tflops", "inf"},
+      {"run", kGood, "--peak-gbps", "-inf"},  {"bench", "--peak-tflops", "1e400"},
+      {"db", "prune", "--older-than", "nan"}, {"db", "prune", "--older-than", "inf"},
       {"db", "prune", "--older-than", "-1"}};
   for (const auto& c : commands) {
     const Result r = run(c);
@@ -694,8 +694,10 @@ TEST_F(Cli, BadEnvironmentExits2BeforeTheGpuCheck) {
   // Case 13: the variables are read before the GPU is looked for, so this machine's missing GPU
   // (exit 3) never hides them; and every boolean takes the usual spellings.
   const std::vector<std::pair<std::string, std::string>> bad = {
-      {"CONVPLAN_DB_ASSUME_NETWORK_FS", "maybe"}, {"CONVPLAN_DETERMINISTIC", "2"},
-      {"CONVPLAN_TUNE_BUDGET_MS", "nan"},          {"CONVPLAN_MAX_INPUT_BYTES", "12Q"},
+      {"CONVPLAN_DB_ASSUME_NETWORK_FS", "maybe"},
+      {"CONVPLAN_DETERMINISTIC", "2"},
+      {"CONVPLAN_TUNE_BUDGET_MS", "nan"},
+      {"CONVPLAN_MAX_INPUT_BYTES", "12Q"},
       {"CONVPLAN_DB_ALLOW_SHARED_FOLDER", "sure"}};
   for (const auto& [name, value] : bad) {
     env_[name] = value;
@@ -715,8 +717,8 @@ TEST_F(Cli, DbExportOntoTheDatabaseItselfIsRefusedAndChangesNothing) {
   // Case 7.
   make_database(path("tuning.db"), 2);
   const std::string before = read_all(path("tuning.db"));
-  for (const std::string& target : {path("tuning.db"), path("tuning.db-wal"), path("tuning.db.lock"),
-                                    dir_ + "/./tuning.db"}) {
+  for (const std::string& target :
+       {path("tuning.db"), path("tuning.db-wal"), path("tuning.db.lock"), dir_ + "/./tuning.db"}) {
     const Result r = run({"db", "export", target});
     EXPECT_EQ(r.exit_code, 2) << target << "\n" << describe(r);
     EXPECT_NE(r.err.find("tuning database's own file"), std::string::npos) << describe(r);
@@ -846,7 +848,8 @@ TEST_F(CliExplain, JsonToStandardOutputHasTheRewrittenDescriptorsAndTheGivenPeak
     EXPECT_EQ(p->output()[0], 250) << e["problem"];
     EXPECT_GT(e["transform_bytes"].get<double>(), 0.0) << e["name"];
     EXPECT_GE(e["roofline_floor_with_transforms_ms"].get<double>(),
-              e["roofline_floor_ms"].get<double>()) << e["name"];
+              e["roofline_floor_ms"].get<double>())
+        << e["name"];
   }
   EXPECT_EQ(names, (std::vector<std::string>{"s2d2", "s2d2c4", "s2d2c8", "s2d2c16", "s2d4",
                                              "s2d4c8", "s2d4c16", "c4", "c8", "c16"}));

@@ -292,7 +292,8 @@ TEST(SuiteProblems, FlagsApplyToEveryEntryAndEqualProblemsMerge) {
 
 TEST(SuiteProblems, CountsOfEqualProblemsAddUpWithoutOverflow) {
   // Case 3 of issue 18: two huge counts of one problem wrapped to -2.
-  StatusOr<Suite> s = parse_suite("a 1000000000 ic8ih8oc8kh3\nb 1000000000 ic8ih8oc8kh3\n", "m.txt");
+  StatusOr<Suite> s =
+      parse_suite("a 1000000000 ic8ih8oc8kh3\nb 1000000000 ic8ih8oc8kh3\n", "m.txt");
   ASSERT_TRUE(s.ok()) << s.status().to_string();
   EXPECT_EQ(s->total_count(), 2000000000);
   StatusOr<std::vector<SuiteProblem>> ps = suite_problems(*s, {}, bench_defaults());

@@ -50,8 +50,8 @@ TEST(PostOpsTuner, BothKindsAreTimedAndTheFasterWinsValidated) {
                             "dt:f16,post:bias+silu", "layout:nhwc,post:add+tanh+bias"}) {
     for (bool unfused_faster : {false, true}) {
       const ConvProblem p = chained(flags);
-      auto backend = std::make_shared<ScriptedBackend>(
-          unfused_faster ? engines(2.0f, 1.0f) : engines(1.0f, 2.0f));
+      auto backend = std::make_shared<ScriptedBackend>(unfused_faster ? engines(2.0f, 1.0f)
+                                                                      : engines(1.0f, 2.0f));
       StatusOr<TuningRecord> r = tune(backend, p);
       ASSERT_TRUE(r.ok()) << flags << ": " << r.status().to_string();
       EXPECT_EQ(r->config.unfused, unfused_faster) << flags;
@@ -78,7 +78,7 @@ TEST(PostOpsTuner, BothKindsAreTimedAndTheFasterWinsValidated) {
 TEST(PostOpsTuner, AWrongEngineIsRejectedInBothKinds) {
   std::vector<ScriptedEngine> e = engines(1.0f, 1.0f);
   e[0].behavior = EngineBehavior::kWrongResult;  // the fastest
-  for (double max_flops : {2e8, 0.0}) {         // full, then sampled reference
+  for (double max_flops : {2e8, 0.0}) {          // full, then sampled reference
     TunerOptions options;
     options.reference_max_flops = max_flops;
     StatusOr<TuningRecord> r =

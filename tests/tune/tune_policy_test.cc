@@ -49,11 +49,17 @@ class ScopedEnv {
   std::map<std::string, std::optional<std::string>> saved_;
 };
 
-const char* const kAllVariables[] = {
-    "CONVPLAN_TUNE", "CONVPLAN_DISABLED_FWD_ENGINES", "CONVPLAN_DISABLED_BWD_DATA_ENGINES",
-    "CONVPLAN_DISABLED_BWD_FILTER_ENGINES", "CONVPLAN_ERRATA_FILE", "CONVPLAN_FORBIDDEN_NOTES",
-    "CONVPLAN_DETERMINISTIC", "CONVPLAN_ALLOW_RUNTIME_COMPILATION", "CONVPLAN_WORKSPACE_LIMIT",
-    "CONVPLAN_TUNE_BUDGET_MS", "CONVPLAN_VERBOSE"};
+const char* const kAllVariables[] = {"CONVPLAN_TUNE",
+                                     "CONVPLAN_DISABLED_FWD_ENGINES",
+                                     "CONVPLAN_DISABLED_BWD_DATA_ENGINES",
+                                     "CONVPLAN_DISABLED_BWD_FILTER_ENGINES",
+                                     "CONVPLAN_ERRATA_FILE",
+                                     "CONVPLAN_FORBIDDEN_NOTES",
+                                     "CONVPLAN_DETERMINISTIC",
+                                     "CONVPLAN_ALLOW_RUNTIME_COMPILATION",
+                                     "CONVPLAN_WORKSPACE_LIMIT",
+                                     "CONVPLAN_TUNE_BUDGET_MS",
+                                     "CONVPLAN_VERBOSE"};
 
 // A fixture whose environment starts with no CONVPLAN_* variable set.
 class PolicyEnvTest : public ::testing::Test {
@@ -263,16 +269,20 @@ TEST(ErrataTest, ErrorsNameTheSourceRuleIndexAndField) {
     const char* expected;
   };
   const Case cases[] = {
-      {R"({"rules":[{"id":"a"},{"engine":1,"colour":"red"}]})", "rule 1 field 'colour': unknown field"},
+      {R"({"rules":[{"id":"a"},{"engine":1,"colour":"red"}]})",
+       "rule 1 field 'colour': unknown field"},
       {R"({"rules":[{"direction":"sideways"}]})", "rule 0 field 'direction'"},
       {R"({"rules":[{"data_type":"f8"}]})", "rule 0 field 'data_type'"},
       {R"({"rules":[{"engine":-2}]})", "rule 0 field 'engine': must be an engine index >= 0"},
       {R"({"rules":[{"engine":"5"}]})", "rule 0 field 'engine'"},
-      {R"({"rules":[{"knobs":{"NOT_A_KNOB":1}}]})", "rule 0 field 'knobs.NOT_A_KNOB': not a knob type"},
+      {R"({"rules":[{"knobs":{"NOT_A_KNOB":1}}]})",
+       "rule 0 field 'knobs.NOT_A_KNOB': not a knob type"},
       {R"({"rules":[{"knobs":{"3":"one"}}]})", "rule 0 field 'knobs.3': value must be an integer"},
-      {R"({"rules":[{"shape":{"height":[1,2]}}]})", "rule 0 field 'shape.height': unknown shape field"},
+      {R"({"rules":[{"shape":{"height":[1,2]}}]})",
+       "rule 0 field 'shape.height': unknown shape field"},
       {R"({"rules":[{"shape":{"c":[9,2]}}]})", "rule 0 field 'shape.c': min > max"},
-      {R"({"rules":[{"shape":{"c":[1,2,3]}}]})", "rule 0 field 'shape.c': must be an integer or [min, max]"},
+      {R"({"rules":[{"shape":{"c":[1,2,3]}}]})",
+       "rule 0 field 'shape.c': must be an integer or [min, max]"},
       {R"({"rules":[{"shape":{"input3":1}}]})", "rule 0 field 'shape.input3'"},
       {R"({"rules":[7]})", "rule 0: must be a JSON object"},
       {R"({"rules":[], "version":2})", "unknown top-level field 'version'"},
@@ -387,9 +397,15 @@ TEST_F(PolicyEnvTest, ReadsForbiddenNotes) {
 
 TEST_F(PolicyEnvTest, ReadsBooleans) {
   for (const char* var : {"CONVPLAN_DETERMINISTIC", "CONVPLAN_ALLOW_RUNTIME_COMPILATION"}) {
-    for (const auto& [text, value] : std::map<std::string, bool>{
-             {"1", true}, {"true", true}, {"TRUE", true}, {"yes", true}, {"On", true},
-             {"0", false}, {"false", false}, {"NO", false}, {"off", false}}) {
+    for (const auto& [text, value] : std::map<std::string, bool>{{"1", true},
+                                                                 {"true", true},
+                                                                 {"TRUE", true},
+                                                                 {"yes", true},
+                                                                 {"On", true},
+                                                                 {"0", false},
+                                                                 {"false", false},
+                                                                 {"NO", false},
+                                                                 {"off", false}}) {
       auto p = read(var, text);
       ASSERT_TRUE(p.ok()) << var << "=" << text;
       EXPECT_EQ(std::string(var) == "CONVPLAN_DETERMINISTIC" ? p->deterministic
@@ -492,7 +508,8 @@ TEST(PolicyKeyTest, RuleOrderAndRepeatsDoNotMatter) {
 TEST(PolicyKeyTest, ErrataKeyIsTheContentNotTheFileOrLabel) {
   auto one = parse_errata_rules(R"({"rules":[{"id":"a","engine":5,"shape":{"c":[1,64]}}]})", "f1");
   auto same = parse_errata_rules(R"({"rules":[{"id":"b","engine":5,"shape":{"c":[1,64]}}]})", "f2");
-  auto other = parse_errata_rules(R"({"rules":[{"id":"a","engine":5,"shape":{"c":[1,65]}}]})", "f1");
+  auto other =
+      parse_errata_rules(R"({"rules":[{"id":"a","engine":5,"shape":{"c":[1,65]}}]})", "f1");
   ASSERT_TRUE(one.ok() && same.ok() && other.ok());
   TunePolicy a, b, c;
   a.errata = *one;

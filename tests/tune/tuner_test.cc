@@ -27,13 +27,13 @@
 namespace convplan {
 namespace {
 
-using ::testing::HasSubstr;
-using ::testing::StartsWith;
 using testing::basic_engines;
 using testing::EngineBehavior;
+using ::testing::HasSubstr;
 using testing::scripted_handle;
 using testing::ScriptedBackend;
 using testing::ScriptedEngine;
+using ::testing::StartsWith;
 
 ConvProblem small_problem(Direction d = Direction::kForward, DataType t = DataType::kFloat,
                           Layout layout = Layout::kChannelsFirst) {
@@ -64,7 +64,8 @@ class InterceptingBackend final : public Backend {
                                               CandidateSource s) override {
     return inner_->candidates(h, p, s);
   }
-  StatusOr<std::vector<KnobInfo>> knobs(cudnnHandle_t h, const ConvProblem& p, int64_t id) override {
+  StatusOr<std::vector<KnobInfo>> knobs(cudnnHandle_t h, const ConvProblem& p,
+                                        int64_t id) override {
     return inner_->knobs(h, p, id);
   }
   StatusOr<std::unique_ptr<Plan>> build(cudnnHandle_t h, const ConvProblem& p,
@@ -77,17 +78,22 @@ class InterceptingBackend final : public Backend {
                                                   std::string_view json) override {
     return inner_->build_from_json(h, p, json);
   }
-  DeviceAllocator& default_allocator(cudnnHandle_t h) override { return inner_->default_allocator(h); }
+  DeviceAllocator& default_allocator(cudnnHandle_t h) override {
+    return inner_->default_allocator(h);
+  }
   Status copy_to_device(cudnnHandle_t h, void* d, const void* s, size_t n) override {
     return inner_->copy_to_device(h, d, s, n);
   }
   Status copy_to_host(cudnnHandle_t h, void* d, const void* s, size_t n) override {
     return inner_->copy_to_host(h, d, s, n);
   }
-  Status fill(cudnnHandle_t h, void* d, uint8_t b, size_t n) override { return inner_->fill(h, d, b, n); }
+  Status fill(cudnnHandle_t h, void* d, uint8_t b, size_t n) override {
+    return inner_->fill(h, d, b, n);
+  }
   StatusOr<std::vector<float>> time(Plan& plan, const TensorPointers& t, void* ws, int warmup,
                                     int runs, bool flush_l2, float cutoff) override {
-    return inner_->time(static_cast<WrappedPlan&>(plan).inner(), t, ws, warmup, runs, flush_l2, cutoff);
+    return inner_->time(static_cast<WrappedPlan&>(plan).inner(), t, ws, warmup, runs, flush_l2,
+                        cutoff);
   }
 
  private:
@@ -581,7 +587,8 @@ TEST_F(TunerTest, WritesPastTheOutputAreCaughtByGuardBytes) {
     const TuningRecord r = tune_ok(small_problem(d));
     EXPECT_EQ(r.config.engine_id, 2);
     EXPECT_THAT(outcome(r, 1), StartsWith("rejected: wrote past its output/workspace"));
-    EXPECT_THAT(outcome(r, 1), HasSubstr(std::string("after ") + to_string(small_problem(d).output_tensor())));
+    EXPECT_THAT(outcome(r, 1),
+                HasSubstr(std::string("after ") + to_string(small_problem(d).output_tensor())));
     EXPECT_EQ(outcome(r, 2), "ok");  // the next candidate is not blamed for the damage
   }
 }
@@ -898,8 +905,9 @@ TEST_F(TunerTest, WorkspaceAboveTheLimitIsFiltered) {
   policy_.workspace_limit = (1 << 20) - 1;
   const TuningRecord r = tune_ok(small_problem());
   EXPECT_EQ(r.config.engine_id, 2);
-  EXPECT_EQ(outcome(r, 1), "filtered: workspace of 1048576 bytes > the limit of 1048575 "
-                           "(CONVPLAN_WORKSPACE_LIMIT)");
+  EXPECT_EQ(outcome(r, 1),
+            "filtered: workspace of 1048576 bytes > the limit of 1048575 "
+            "(CONVPLAN_WORKSPACE_LIMIT)");
   policy_.workspace_limit = 1 << 20;
   EXPECT_EQ(tune_ok(small_problem()).config.engine_id, 1);
 }
@@ -919,7 +927,8 @@ TEST_F(TunerTest, WorkspaceOutOfMemoryDropsThatSizeAndLargerAndGoesOn) {
   backend_->set_allocation_limit(3 << 20);  // the tensors fit; 4 MiB and 8 MiB do not
   const TuningRecord r = tune_ok(small_problem());
   EXPECT_EQ(r.config.engine_id, 1);
-  EXPECT_THAT(outcome(r, 0), StartsWith("dropped: workspace of 4194304 bytes could not be allocated"));
+  EXPECT_THAT(outcome(r, 0),
+              StartsWith("dropped: workspace of 4194304 bytes could not be allocated"));
   EXPECT_THAT(outcome(r, 2), StartsWith("dropped: workspace of 8388608 bytes; one of 4194304"));
   EXPECT_THAT(outcome(r, 3), StartsWith("not validated: slower than the choice"));  // but timed
   EXPECT_EQ(backend_->live_allocations.load(), 0);
@@ -1084,7 +1093,8 @@ TEST_F(TunerTest, VerboseOnePrintsTheChoiceAndTwoEveryCandidate) {
   EXPECT_THAT(err, ::testing::ContainsRegex("median 3 ms \\([0-9.e+-]+ ms\\): timed"));
   EXPECT_THAT(err, HasSubstr("eng1 ["));
   EXPECT_THAT(err, HasSubstr("rejected: relative error"));
-  EXPECT_THAT(err, ::testing::ContainsRegex("median 2 ms error 0 \\([0-9.e+-]+ ms\\): ok"));  // its wall time
+  EXPECT_THAT(err, ::testing::ContainsRegex(
+                       "median 2 ms error 0 \\([0-9.e+-]+ ms\\): ok"));  // its wall time
 
   policy_.verbose = 0;
   ::testing::internal::CaptureStderr();
@@ -1107,9 +1117,8 @@ TEST_F(TunerTest, ThreadsTuneDifferentProblemsAtOnce) {
     problems.push_back(p);
   }
   for (int i = 0; i < kThreads; ++i) {
-    threads.emplace_back([&, i] {
-      results[i] = tuner.tune(scripted_handle(i), problems[i], policy_);
-    });
+    threads.emplace_back(
+        [&, i] { results[i] = tuner.tune(scripted_handle(i), problems[i], policy_); });
   }
   for (std::thread& t : threads) t.join();
   for (int i = 0; i < kThreads; ++i) {

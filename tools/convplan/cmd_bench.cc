@@ -18,7 +18,6 @@ namespace convplan::cli {
 
 namespace {
 
-
 struct Row {
   SuiteProblem layer;
   Status status;  // why it has no time, when not ok
@@ -247,8 +246,8 @@ int dry_run(const BenchOptions& o, const Suite& suite, const std::vector<Row>& r
                fixed(r.layer.problem.flops() / 1e9, 3),
                fixed(r.layer.problem.min_bytes() / 1e6, 2)});
   }
-  human << suite.source << ": " << rows.size() << " distinct convolutions, "
-        << suite.total_count() << " in the model\n";
+  human << suite.source << ": " << rows.size() << " distinct convolutions, " << suite.total_count()
+        << " in the model\n";
   t.print(human);
   nlohmann::json j = {{"format", "convplan-bench"},
                       {"version", 1},
@@ -301,8 +300,7 @@ bool measure_rows(Session& session, const BenchOptions& o, const MeasureOptions&
       CONVPLAN_ASSIGN_OR_RETURN(Measurement m, tune_and_time(session, p, tensors, mo));
       r.measured = std::move(m);
       if (o.verify) {
-        CONVPLAN_ASSIGN_OR_RETURN(Verification v,
-                                  verify(session, p));
+        CONVPLAN_ASSIGN_OR_RETURN(Verification v, verify(session, p));
         r.verification = v;
         if (!v.passed) verify_failed = true;
       }
@@ -364,8 +362,8 @@ void print_notes(std::ostream& human, const std::vector<Row>& rows, const RateTa
 
 nlohmann::json results_json(const BenchOptions& o, const Suite& suite, const Environment& env,
                             const TunePolicy& policy, const RateTable& rates,
-                            const std::vector<Row>& rows, const CacheStats& stats,
-                            double setup_ms, double first_result_ms) {
+                            const std::vector<Row>& rows, const CacheStats& stats, double setup_ms,
+                            double first_result_ms) {
   const Totals tot = totals_of(rows);
   nlohmann::json j = {
       {"format", "convplan-bench"}, {"version", 1}, {"date", utc_timestamp()}, {"dry_run", false}};
@@ -404,9 +402,8 @@ nlohmann::json results_json(const BenchOptions& o, const Suite& suite, const Env
 // The suite's rows after the flags, or the usage error's exit code through `rc`.
 std::optional<std::vector<Row>> load_rows(const BenchOptions& o, std::optional<Suite>& suite,
                                           int* rc) {
-  StatusOr<Suite> loaded = !o.file.empty()
-                               ? load_suite_file(o.file)
-                               : builtin_suite(o.suite.empty() ? "resnet50" : o.suite);
+  StatusOr<Suite> loaded = !o.file.empty() ? load_suite_file(o.file)
+                                           : builtin_suite(o.suite.empty() ? "resnet50" : o.suite);
   if (!loaded.ok()) {
     *rc = fail(kExitUsage, loaded.status().message());
     return std::nullopt;

@@ -1,8 +1,8 @@
 // convplan db: the tuning database, without a GPU.
 #include <sys/stat.h>
 
-#include <ctime>
 #include <cstdlib>
+#include <ctime>
 #include <iostream>
 
 #include "commands.h"
@@ -39,16 +39,19 @@ StatusOr<std::string> read_import_file(const std::string& path) {
 // The same file: one inode on one device, or, for a file not made yet, one name in one real
 // folder.
 bool same_file(const std::string& a, const std::string& b) {
-  struct stat sa {}, sb {};
+  struct stat sa {
+  }, sb{};
   if (::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0) {
     return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
   }
   auto canonical = [](const std::string& p) {
     const size_t slash = p.find_last_of('/');
-    const std::string folder = slash == std::string::npos ? "." : (slash == 0 ? "/" : p.substr(0, slash));
+    const std::string folder =
+        slash == std::string::npos ? "." : (slash == 0 ? "/" : p.substr(0, slash));
     char* real = ::realpath(folder.c_str(), nullptr);
     if (real == nullptr) return p;
-    std::string out = std::string(real) + "/" + p.substr(slash == std::string::npos ? 0 : slash + 1);
+    std::string out =
+        std::string(real) + "/" + p.substr(slash == std::string::npos ? 0 : slash + 1);
     std::free(real);
     return out;
   };
@@ -79,7 +82,6 @@ int verify_command(const std::string& path) {
   }
   return kExitOk;
 }
-
 
 }  // namespace
 
@@ -117,7 +119,8 @@ int db_command(const GlobalOptions& global, const DbOptions& o) {
     import_text = std::move(text).value();
   }
 
-  StatusOr<std::unique_ptr<TuningDatabase>> opened = TuningDatabase::open(missing ? ":memory:" : path);
+  StatusOr<std::unique_ptr<TuningDatabase>> opened =
+      TuningDatabase::open(missing ? ":memory:" : path);
   if (!opened.ok()) return status_exit(opened.status());
   TuningDatabase& db = **opened;
   if (const DbOpenReport& r = db.report(); !r.moved_aside.empty()) {

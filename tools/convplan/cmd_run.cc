@@ -87,8 +87,8 @@ std::string run_report(const ConvProblem& problem, const Environment& env, const
   out << "tuning     " << fixed(m.tuning_ms, 1) << " ms (" << m.source << ", mode "
       << to_string(policy.mode) << ")\n";
   out << "time       median " << fixed(m.time.median_ms, 4) << " ms over " << m.time.runs
-      << " runs (min " << fixed(m.time.min_ms, 4) << ", p10 " << fixed(m.time.p10_ms, 4)
-      << ", p90 " << fixed(m.time.p90_ms, 4) << ", max " << fixed(m.time.max_ms, 4)
+      << " runs (min " << fixed(m.time.min_ms, 4) << ", p10 " << fixed(m.time.p10_ms, 4) << ", p90 "
+      << fixed(m.time.p90_ms, 4) << ", max " << fixed(m.time.max_ms, 4)
       << "); CUDA events around each run of the acquired plan after " << mo.warmup
       << " warm-up runs" << (mo.flush_l2 ? ", L2 flushed before each" : "") << "\n";
   out << "rate       " << fixed(r.tflops, 2) << " TFLOP/s, " << fixed(r.gbps, 1) << " GB/s\n";
@@ -286,7 +286,8 @@ int devices_command(const GlobalOptions& /*global*/, const DevicesOptions& o) {
   if (const Status g = gpu_available(); !g.ok()) {
     // Scripts asking for JSON get a document here too: no devices, and why (exit status 3).
     if (!o.json_path.empty()) {
-      const nlohmann::json j = devices_json(driver_version, driver, nlohmann::json::array(), g.message());
+      const nlohmann::json j =
+          devices_json(driver_version, driver, nlohmann::json::array(), g.message());
       if (Status s = write_text(o.json_path, j.dump(2) + "\n"); !s.ok()) {
         return fail(kExitFailure, s.to_string());
       }

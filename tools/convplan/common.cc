@@ -5,9 +5,9 @@
 
 #include "commands.h"
 #include "convplan/cudnn_backend.h"
-#include "convplan/log.h"
 #include "convplan/environment.h"
 #include "convplan/input_limits.h"
+#include "convplan/log.h"
 #include "convplan/tuning_db.h"
 #include "gpu.h"
 
@@ -31,15 +31,11 @@ ProblemOverrides ProblemFlags::overrides() const {
   return o;
 }
 
-
 int exit_code_for(const Status& s) {
   switch (s.code()) {
-    case StatusCode::kOk:
-      return kExitOk;
-    case StatusCode::kNoDevice:
-      return kExitNoGpu;
-    default:
-      return kExitFailure;
+    case StatusCode::kOk: return kExitOk;
+    case StatusCode::kNoDevice: return kExitNoGpu;
+    default: return kExitFailure;
   }
 }
 
@@ -53,9 +49,9 @@ Status check_configuration() {
   // PlanCache::create reads it too (the same rule: a whole number >= 0, empty meaning unset);
   // checked here so that a bad value is a usage error before the GPU is looked for.
   if (std::optional<std::string_view> v = env_value("CONVPLAN_CACHE_CAPACITY"); v && !v->empty()) {
-    CONVPLAN_RETURN_IF_ERROR(parse_int_value("CONVPLAN_CACHE_CAPACITY", *v, 0,
-                                             std::numeric_limits<int64_t>::max())
-                                 .status());
+    CONVPLAN_RETURN_IF_ERROR(
+        parse_int_value("CONVPLAN_CACHE_CAPACITY", *v, 0, std::numeric_limits<int64_t>::max())
+            .status());
   }
   CONVPLAN_RETURN_IF_ERROR(max_input_bytes().status());
   return TuningDatabase::check_environment();

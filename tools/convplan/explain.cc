@@ -60,7 +60,8 @@ double transform_bytes(const Rewrite& r) {
 double floor_with_transforms_ms(const Rewrite& r, const Rates& rates) {
   if (rates.matrix_tflops <= 0 || rates.copy_gbps <= 0) return -1;
   const double compute_ms = r.rewritten.flops() / (rates.matrix_tflops * 1e12) * 1e3;
-  const double memory_ms = (r.rewritten.min_bytes() + transform_bytes(r)) / (rates.copy_gbps * 1e9) * 1e3;
+  const double memory_ms =
+      (r.rewritten.min_bytes() + transform_bytes(r)) / (rates.copy_gbps * 1e9) * 1e3;
   return std::max(compute_ms, memory_ms);
 }
 

@@ -56,12 +56,9 @@ double ms_since(std::chrono::steady_clock::time_point start) {
 // The buffer of the tensor a direction writes, and of the others.
 const DeviceBuffer& output_buffer(const ConvProblem& p, const DeviceTensors& t) {
   switch (p.output_tensor()) {
-    case TensorRole::kX:
-      return t.x;
-    case TensorRole::kW:
-      return t.w;
-    default:
-      return t.y;
+    case TensorRole::kX: return t.x;
+    case TensorRole::kW: return t.w;
+    default: return t.y;
   }
 }
 
@@ -91,8 +88,7 @@ StatusOr<std::unique_ptr<Session>> Session::open(const SessionOptions& options) 
       s->db_path_ = options.db_path;
       const DbOpenReport& r = s->db_->report();
       if (!r.moved_aside.empty()) {
-        warn("the tuning database was damaged (" + r.reason + "); moved aside to " +
-             r.moved_aside);
+        warn("the tuning database was damaged (" + r.reason + "); moved aside to " + r.moved_aside);
       }
     } else {
       warn("tuning database '" + options.db_path + "' not used: " + db.status().to_string());
@@ -109,9 +105,9 @@ StatusOr<std::unique_ptr<Session>> Session::open(const SessionOptions& options) 
     cache_options.tuner.roofline_floor_ms = [db = s->db_.get(),
                                              model = s->device_.model_key()](const ConvProblem& p) {
       auto copy = db->find_device_rate(model, "copy_gbps");
-      auto matrix = db->find_device_rate(model, std::string("matrix_tflops:") +
-                                                    to_string(p.data_type) +
-                                                    (p.allow_tensor_cores ? ":tc" : ":notc"));
+      auto matrix =
+          db->find_device_rate(model, std::string("matrix_tflops:") + to_string(p.data_type) +
+                                          (p.allow_tensor_cores ? ":tc" : ":notc"));
       if (!copy.ok() || !matrix.ok()) return -1.0;
       Rates rates;
       rates.copy_gbps = copy->value;
@@ -307,11 +303,12 @@ StatusOr<Rates> RateSource::rates_for(Session& session, const ConvProblem& probl
     r.copy_source = "--peak-gbps";
   } else {
     if (!copy_) {
-      CONVPLAN_ASSIGN_OR_RETURN(copy_, kept_rate(session, "copy_gbps", [&]() -> StatusOr<std::pair<double, std::string>> {
-        CONVPLAN_ASSIGN_OR_RETURN(double gbps, measure_copy_gbps(session));
-        return std::make_pair(gbps, std::string("measured: 256 MiB device-to-device "
-                                                "cudaMemcpyAsync, best of 10"));
-      }));
+      CONVPLAN_ASSIGN_OR_RETURN(
+          copy_, kept_rate(session, "copy_gbps", [&]() -> StatusOr<std::pair<double, std::string>> {
+            CONVPLAN_ASSIGN_OR_RETURN(double gbps, measure_copy_gbps(session));
+            return std::make_pair(gbps, std::string("measured: 256 MiB device-to-device "
+                                                    "cudaMemcpyAsync, best of 10"));
+          }));
     }
     r.copy_gbps = copy_->first;
     r.copy_source = copy_->second;
@@ -323,14 +320,15 @@ StatusOr<Rates> RateSource::rates_for(Session& session, const ConvProblem& probl
     const std::pair<DataType, bool> key{problem.data_type, problem.allow_tensor_cores};
     auto it = matrix_.find(key);
     if (it == matrix_.end()) {
-      const std::string name = std::string("matrix_tflops:") + to_string(key.first) +
-                               (key.second ? ":tc" : ":notc");
-      CONVPLAN_ASSIGN_OR_RETURN(auto rate, kept_rate(session, name, [&]() -> StatusOr<std::pair<double, std::string>> {
-        CONVPLAN_ASSIGN_OR_RETURN(auto measured,
-                                  measure_matrix_tflops(session, key.first, key.second));
-        return std::make_pair(measured.first,
-                              "measured: " + measured.second + " through convplan, best of 10");
-      }));
+      const std::string name =
+          std::string("matrix_tflops:") + to_string(key.first) + (key.second ? ":tc" : ":notc");
+      CONVPLAN_ASSIGN_OR_RETURN(
+          auto rate, kept_rate(session, name, [&]() -> StatusOr<std::pair<double, std::string>> {
+            CONVPLAN_ASSIGN_OR_RETURN(auto measured,
+                                      measure_matrix_tflops(session, key.first, key.second));
+            return std::make_pair(measured.first,
+                                  "measured: " + measured.second + " through convplan, best of 10");
+          }));
       it = matrix_.emplace(key, rate).first;
     }
     r.matrix_tflops = it->second.first;

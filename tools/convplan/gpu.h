@@ -81,8 +81,8 @@ struct TensorBytes {
   void grow_to(const TensorBytes& other);  // the larger of each
 };
 StatusOr<DeviceTensors> allocate_tensors(Session& session, const TensorBytes& bytes);
-// Fills every buffer (bias and residual too) with values uniform in [-1, 1] of type `t` (a random block of up to
-// 1 Mi elements, repeated), deterministic for a seed.
+// Fills every buffer (bias and residual too) with values uniform in [-1, 1] of type `t` (a random
+// block of up to 1 Mi elements, repeated), deterministic for a seed.
 Status fill_random(Session& session, DeviceTensors& tensors, DataType t, uint64_t seed);
 
 struct MeasureOptions {

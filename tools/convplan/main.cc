@@ -9,8 +9,8 @@
 #include <string>
 
 #include "commands.h"
-#include "convplan/log.h"
 #include "convplan/environment.h"
+#include "convplan/log.h"
 #include "convplan/problem.h"
 #include "convplan/tune_policy.h"
 #include "convplan/tuning_db.h"
@@ -192,8 +192,8 @@ void add_bench_command(CLI::App& app, Commands& c) {
       "total (default: ResNet-50 forward, bf16, nhwc, batch 32)");
   CLI::Option* suite_opt =
       cmd->add_option("--suite", c.bench.suite, "built-in suite (see --list-suites)");
-  CLI::Option* file_opt = cmd->add_option("--file", c.bench.file, "a suite file of your own")
-                              ->check(CLI::ExistingFile);
+  CLI::Option* file_opt =
+      cmd->add_option("--file", c.bench.file, "a suite file of your own")->check(CLI::ExistingFile);
   suite_opt->excludes(file_opt);
   add_problem_flags(cmd, c.bench.problem, c.bench_batch, c.bench_batch_opt, true);
   add_timing_flags(cmd, c.bench.timing, c.bench_timing);
@@ -218,8 +218,7 @@ void add_engines_command(CLI::App& app, Commands& c) {
       "its notes, knob ranges and workspace");
   engines->add_option("descriptor", c.engines.descriptor, kDescriptorHelp)->required();
   add_problem_flags(engines, c.engines.problem, c.engines_batch, c.engines_batch_opt, true);
-  engines->add_option("--gpu", c.engines.gpu, "CUDA device ordinal")
-      ->check(CLI::NonNegativeNumber);
+  engines->add_option("--gpu", c.engines.gpu, "CUDA device ordinal")->check(CLI::NonNegativeNumber);
   engines->add_option("--json", c.engines.json_path, "write the table as JSON ('-': stdout)");
   engines->callback([&c] {
     if (c.engines_batch_opt->count() > 0) c.engines.problem.batch = c.engines_batch;
@@ -298,8 +297,7 @@ void add_db_command(CLI::App& app, Commands& c) {
       prune->add_option("--device", c.device_model, "device model key, as db list shows it");
   CLI::Option* cudnn_opt =
       prune
-          ->add_option("--cudnn", c.cudnn_version,
-                       "cuDNN version as cudnnGetVersion(), e.g. 91900")
+          ->add_option("--cudnn", c.cudnn_version, "cuDNN version as cudnnGetVersion(), e.g. 91900")
           ->check(CLI::PositiveNumber);
   prune->add_flag("--all", c.db.all, "remove every record");
   prune->callback([&c, older_opt, device_opt, cudnn_opt] {

@@ -92,7 +92,8 @@ StatusOr<Suite> parse_suite(std::string_view text, std::string_view source_name)
     const auto r = std::from_chars(count.data(), count.data() + count.size(), e.count);
     if (r.ec != std::errc() || r.ptr != count.data() + count.size() || e.count < 1 ||
         e.count > kMaxSuiteCount) {
-      return invalid_argument(where + "count '" + std::string(count) + "' is not a whole number from 1 to " +
+      return invalid_argument(where + "count '" + std::string(count) +
+                              "' is not a whole number from 1 to " +
                               std::to_string(kMaxSuiteCount));
     }
     e.descriptor = std::string(fields[2]);
@@ -155,7 +156,8 @@ StatusOr<std::vector<SuiteProblem>> suite_problems(const Suite& suite,
     }
     const uint64_t h = p->hash();
     auto [first, last] = seen.equal_range(h);
-    auto same = std::find_if(first, last, [&](const auto& kv) { return out[kv.second].problem == *p; });
+    auto same =
+        std::find_if(first, last, [&](const auto& kv) { return out[kv.second].problem == *p; });
     if (same != last) {
       // Counts are at most kMaxSuiteCount each, so a sum over any file that fits in memory
       // stays far below int64's range.
