@@ -194,34 +194,35 @@ TEST_F(TunerGpuTest, LimitedModeWinnerIsValidatedOnResNetLayers) {
 }
 
 TEST_F(TunerGpuTest, InjectedWrongResultOfTheWouldBeWinnerIsRejected) {
+  // The would-be winner is the first candidate validated (finalists are checked fastest first).
+  // It is taken from this run, not from an earlier tune: two tunes of a small layer can order
+  // candidates within 3% of each other differently (regression: conv4_3x3_f32_nchw on the H200).
   for (const Layer& layer : {layers()[0], layers()[5]}) {
     SCOPED_TRACE(layer.label);
-    auto first = tune(layer.problem, policy_);
-    ASSERT_TRUE(first.ok()) << first.status().to_string();
-    const EngineConfig winner = first->config;
-
     TunerOptions options;
-    int corrupted = 0;
+    std::optional<EngineConfig> victim;
     cudaStream_t stream = ctx_->stream();
     options.after_candidate_run = [&](const EngineConfig& c, void* out, size_t bytes) {
-      if (c != winner) return;
-      ++corrupted;
+      if (victim.has_value() && *victim != c) return;
+      ASSERT_FALSE(victim.has_value()) << "the corrupted candidate was validated twice";
+      victim = c;
       // Zeros where the result should be: relative error 1. On the handle's stream, after the
       // candidate's kernels and before the tuner reads the output back.
       ASSERT_EQ(cudaMemsetAsync(out, 0, bytes, stream), cudaSuccess);
       ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
     };
-    auto second = tune(layer.problem, policy_, options);
-    ASSERT_TRUE(second.ok()) << second.status().to_string();
-    EXPECT_EQ(corrupted, 1);
-    EXPECT_NE(second->config, winner);
-    const CandidateResult* rejected = find(*second, winner);
+    auto r = tune(layer.problem, policy_, options);
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    ASSERT_TRUE(victim.has_value());
+    EXPECT_NE(r->config, *victim);
+    const CandidateResult* rejected = find(*r, *victim);
     ASSERT_NE(rejected, nullptr);
     EXPECT_EQ(rejected->outcome.rfind("rejected: relative error", 0), 0u) << rejected->outcome;
-    EXPECT_FALSE(rejected->times_ms.empty());  // timed first, then checked as the fastest
-    const CandidateResult* chosen = find(*second, second->config);
+    ASSERT_FALSE(rejected->times_ms.empty());  // timed first, then checked as the fastest
+    const CandidateResult* chosen = find(*r, r->config);
     ASSERT_NE(chosen, nullptr);
     EXPECT_EQ(chosen->outcome, "ok");
+    EXPECT_LE(rejected->median_ms, chosen->median_ms);
   }
 }
 
