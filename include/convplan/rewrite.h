@@ -5,11 +5,19 @@
 //     filter (K, C, R...) -> (K, b^D*C, ceil((R+e)/b)...) zero-filled, stride s/b. The padding is
 //     folded into the transforms (the filter's leading offset e, the rewritten padding and a
 //     cropped or zero-filled input), so odd sizes and asymmetric padding stay exact.
-//   channel padding: the rewritten C (and K) rounded up to a multiple of 4, 8 or 16 with zeros.
-// The rewritten channel index is m*C + c, m the row-major flat index of the block offsets. Forward
+//   channel padding: the rewritten C (and K) rounded up to a multiple of 4, 8, 16 or 32 with zeros.
+//   unfolding of the last spatial dimension (forward only): its filter taps become channels, so
+//     that the rewritten problem has a filter of width 1, stride 1 and no padding there: input
+//     (N, C, H..., W) -> (N, S*C, H..., OW), x'[o][s*C + c] = x[o*stride + s - pad] (zero outside),
+//     filter (K, C, R..., S) -> (K, S*C, R..., 1). With space-to-depth, the other dimensions are
+//     blocked and the last one unfolded (channels b^(D-1) * S * C). Few-channel stems starve the
+//     tensor cores on their taps; unfolded, each tap reads a long contiguous channel vector.
+// The rewritten channel index is m*C + c, m the row-major flat index of the block offsets (of the
+// taps, in an unfolded dimension). Forward
 // reads transformed x and w (and writes y, or a K-padded y' cropped after); backward-data writes
 // x' (mapped back by depth-to-space, alpha/beta applied there); backward-filter writes w'
-// (gathered back). Names: [s2d<b>][c<m>][k<m>], e.g. "s2d2", "s2d2c16", "c8", "c8k8".
+// (gathered back). Names: [s2d<b>][u][c<m>][k<m>], e.g. "s2d2", "s2d2c16", "c8", "c8k8",
+// "s2d2uc32".
 //
 // with_rewrites() wraps a Backend: its candidates gain, for each rewrite that applies and may pay,
 // the inner backend's candidates of the rewritten problem, their EngineConfig::rewrite set to the
@@ -42,6 +50,7 @@ struct CONVPLAN_EXPORT RewriteSpec {
   int64_t block = 1;
   int64_t c_multiple = 1;    // the rewritten C (b^D * C) rounded up to this
   int64_t k_multiple = 1;    // K rounded up to this
+  bool unfold = false;       // the last spatial dimension unfolded into channels (forward only)
   std::string name() const;  // "s2d2c16"; "" for the identity
   // Parses a name; errors name the text and the offending part.
   static StatusOr<RewriteSpec> parse(std::string_view name);
@@ -63,14 +72,17 @@ struct CONVPLAN_EXPORT Rewrite {
 
 // The rewrite `spec` of `problem`; kNotSupported naming the reason where it is not exact or not
 // defined (explicit strides, dilation, groups, a block that does not divide a stride, the
-// identity), kInvalidArgument for an invalid problem.
+// identity, an unfold of a backward direction), kInvalidArgument for an invalid problem.
 CONVPLAN_EXPORT StatusOr<Rewrite> make_rewrite(const ConvProblem& problem, const RewriteSpec& spec);
 // The rewrites with_rewrites() tries for `problem`, in this order: space-to-depth for every block
 // dividing all strides when the problem has few channels (C < 16), each alone and with its
 // channels padded to 4, 8 or 16 where that changes them; channel padding alone where C is not a
 // multiple of 8; where K is not a multiple of 8, each of these pads K to 8 too, and K padding
-// alone is added. Duplicates (the same rewritten problem) are left out. Problems with many
-// channels get none: space-to-depth and padding pay where few channels starve the tensor cores.
+// alone is added. Forward problems with few channels and a last filter dimension wider than 1
+// also get the unfold of that dimension, alone and after each space-to-depth block, with the
+// channels padded to a multiple of 32 (a whole tensor-core K-slice). Duplicates (the same rewritten
+// problem) are left out. Problems with many channels get none: space-to-depth and padding pay where
+// few channels starve the tensor cores.
 CONVPLAN_EXPORT std::vector<Rewrite> applicable_rewrites(const ConvProblem& problem);
 
 // The host twin of the transform kernels. to_rewritten: dst (the rewritten tensor) from src (the

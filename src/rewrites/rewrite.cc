@@ -14,9 +14,14 @@ namespace {
 int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-int64_t block_volume(const RewriteSpec& s, int spatial_dims) {
+// How many rewritten channels one original channel becomes: b per blocked dimension, the filter's
+// width in an unfolded last one.
+int64_t channel_factor(const RewriteSpec& s, const ConvProblem& p) {
   int64_t v = 1;
-  for (int d = 0; d < spatial_dims; ++d) v *= s.block;
+  for (int d = 0; d < p.spatial_dims; ++d) {
+    const bool unfolded = s.unfold && d == p.spatial_dims - 1;
+    v *= unfolded ? p.filter[d] : s.block;
+  }
   return v;
 }
 
@@ -51,6 +56,16 @@ void block_dimension(const ConvProblem& p, int64_t b, int d, ConvProblem& q, int
   q.pad_after[d] = needed - q.input[d];
 }
 
+// The unfolded last dimension: one output position per rewritten input position, its taps in
+// the channels (the transform reads x[o*stride + s - pad]).
+void unfold_dimension(const ConvProblem& p, int d, ConvProblem& q) {
+  q.input[d] = p.output()[d];
+  q.filter[d] = 1;
+  q.stride[d] = 1;
+  q.pad_before[d] = 0;
+  q.pad_after[d] = 0;
+}
+
 }  // namespace
 
 std::string RewriteSpec::name() const {
@@ -58,6 +73,7 @@ std::string RewriteSpec::name() const {
   // (core/quoted.h) fails a Release build with CONVPLAN_WERROR.
   std::string s;
   if (block > 1) s.append("s2d").append(std::to_string(block));
+  if (unfold) s.append("u");
   if (c_multiple > 1) s.append("c").append(std::to_string(c_multiple));
   if (k_multiple > 1) s.append("k").append(std::to_string(k_multiple));
   return s;
@@ -68,10 +84,15 @@ StatusOr<RewriteSpec> RewriteSpec::parse(std::string_view name) {
   size_t pos = 0;
   auto bad = [&](const std::string& what) {
     return invalid_argument("rewrite '" + std::string(name) + "': " + what + " at " +
-                            std::to_string(pos) + " (expected [s2d<b>][c<m>][k<m>], e.g. s2d2c16)");
+                            std::to_string(pos) +
+                            " (expected [s2d<b>][u][c<m>][k<m>], e.g. s2d2c16)");
   };
   if (name.substr(0, 3) == "s2d" && (!read_part(name, pos, "s2d", s.block) || s.block < 2)) {
     return bad("block must be a number >= 2");
+  }
+  if (pos < name.size() && name[pos] == 'u') {
+    s.unfold = true;
+    ++pos;
   }
   if (pos < name.size() && name[pos] == 'c' &&
       (!read_part(name, pos, "c", s.c_multiple) || s.c_multiple < 2)) {
@@ -87,7 +108,7 @@ StatusOr<RewriteSpec> RewriteSpec::parse(std::string_view name) {
 }
 
 bool Rewrite::transforms(TensorRole tensor) const {
-  const bool channels = rewritten.c != original.c || spec.block > 1;
+  const bool channels = rewritten.c != original.c || spec.block > 1 || spec.unfold;
   switch (tensor) {
     case TensorRole::kX: return channels;
     case TensorRole::kW: return channels || rewritten.k != original.k;
@@ -117,6 +138,10 @@ StatusOr<Rewrite> make_rewrite(const ConvProblem& p, const RewriteSpec& spec) {
     return no("block and multiples must be >= 1");
   if (p.layout == Layout::kExplicit) return no("layout=explicit (only packed nchw and nhwc)");
   if (p.groups != 1) return no("groups=" + std::to_string(p.groups) + " (only 1)");
+  // Unfolded, an input element feeds several rewritten channels: mapping a gradient back would
+  // sum them (backward-data), which a gather cannot do; forward only.
+  if (spec.unfold && p.direction != Direction::kForward)
+    return no(std::string("unfold with dir=") + to_string(p.direction) + " (forward only)");
   Rewrite r;
   r.spec = spec;
   r.original = p;
@@ -125,6 +150,10 @@ StatusOr<Rewrite> make_rewrite(const ConvProblem& p, const RewriteSpec& spec) {
     if (p.dilation[d] != 1)
       return no("dilation[" + std::to_string(d) + "]=" + std::to_string(p.dilation[d]) +
                 " (only 1)");
+    if (spec.unfold && d == p.spatial_dims - 1) {
+      unfold_dimension(p, d, q);
+      continue;
+    }
     if (p.stride[d] % spec.block != 0) {
       return no("block " + std::to_string(spec.block) + " does not divide stride[" +
                 std::to_string(d) + "]=" + std::to_string(p.stride[d]));
@@ -132,7 +161,7 @@ StatusOr<Rewrite> make_rewrite(const ConvProblem& p, const RewriteSpec& spec) {
     block_dimension(p, spec.block, d, q, r.filter_offset[d]);
     if (q.input[d] < 1) return no("input[" + std::to_string(d) + "] would be empty");
   }
-  q.c = round_up(p.c * block_volume(spec, p.spatial_dims), spec.c_multiple);
+  q.c = round_up(p.c * channel_factor(spec, p), spec.c_multiple);
   q.k = round_up(p.k, spec.k_multiple);
   r.rewritten = q;
   if (!r.transforms(TensorRole::kX) && !r.transforms(TensorRole::kW) &&
@@ -184,6 +213,13 @@ std::vector<Rewrite> applicable_rewrites(const ConvProblem& p) {
   }
   if (p.c % 8 != 0) with_padding(1, p.c);
   if (k_mult > 1) add({1, 1, k_mult});
+  // Unfolding pays where the few channels meet a wide filter; padded to a whole K-slice of 32.
+  const int last = p.spatial_dims - 1;
+  if (p.direction == Direction::kForward && p.c < 16 && p.filter[last] > 1) {
+    for (int64_t b = 1; b <= g; ++b) {
+      if (g % b == 0) add({b, 32, k_mult, true});
+    }
+  }
   std::vector<Rewrite> out;
   for (const RewriteSpec& s : specs) {
     StatusOr<Rewrite> r = make_rewrite(p, s);

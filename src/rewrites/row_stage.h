@@ -4,7 +4,8 @@
 //
 // In channels-last, a destination row (its last spatial dim times its channels, Ld elements) is
 // contiguous, and so is a source row (Ls elements). Space-to-depth (to_rewritten) builds one
-// rewritten row from S = block^(D-1) original rows (one per outer block offset); depth-to-space
+// rewritten row from S = prod(window) over the outer dims original rows (one per outer offset;
+// an unfolded last dimension stays within the row); depth-to-space
 // builds one original row from one rewritten row. A thread block stages the source rows of R
 // consecutive destination rows into shared memory with 16-byte loads (zeros for rows that fall
 // outside the source), then writes the R destination rows (contiguous in memory) with 16-byte
@@ -25,7 +26,9 @@ namespace convplan::rewrites {
 
 inline constexpr int32_t kStageThreads = 256;
 inline constexpr int32_t kStageBudgetBytes = 16 * 1024;  // staged source rows per block
-inline constexpr int32_t kMaxStageColumns = 4096;        // Ld: the column map is 16 KB at most
+inline constexpr int32_t kMaxStageColumns = 8192;        // Ld: the column map is 32 KB at most
+// Dynamic shared memory a launch may take without opting in.
+inline constexpr int32_t kMaxStageSmemBytes = 48 * 1024;
 
 struct RowPlan {
   int32_t rows = 0;           // destination rows: d0 times the outer spatial dims
@@ -59,7 +62,7 @@ inline bool make_row_plan(const TransformDesc& t, uintptr_t src_addr, uintptr_t 
     a *= t.a_dims[i];
     b *= t.b_dims[i];
   }
-  if (a >= limit || b >= limit || t.dst_elements >= limit || t.block < 1) return false;
+  if (a >= limit || b >= limit || t.dst_elements >= limit) return false;
   const int64_t* dd = t.to_rewritten ? t.b_dims : t.a_dims;
   const int64_t* sd = t.to_rewritten ? t.a_dims : t.b_dims;
   const int64_t* ss = t.to_rewritten ? t.a_strides : t.b_strides;
@@ -72,7 +75,7 @@ inline bool make_row_plan(const TransformDesc& t, uintptr_t src_addr, uintptr_t 
   if (ld > kMaxStageColumns || ld % p->vec != 0 || dst_addr % 16 != 0) return false;
   p->staged = 1;
   if (t.to_rewritten) {
-    for (int d = 0; d + 1 < t.spatial_dims; ++d) p->staged *= t.block;
+    for (int d = 0; d + 1 < t.spatial_dims; ++d) p->staged *= t.window[d];
   }
   const int64_t row_bytes = int64_t{p->staged} * ls * e;
   if (row_bytes > kStageBudgetBytes) return false;
@@ -98,14 +101,15 @@ inline bool make_row_plan(const TransformDesc& t, uintptr_t src_addr, uintptr_t 
   p->source_at = round_up(p->addend_at + p->rows_per_tile * 4, 16);
   p->stage_at = round_up(p->source_at + rs * 8, 16);
   p->smem_bytes = p->stage_at + round_up(rs * p->src_len * e, 16);
-  return true;
+  return p->smem_bytes <= kMaxStageSmemBytes;
 }
 
 // Destination column i's element within its row's staged source rows, before the row's addend;
 // -1 where it is a zero (a padding channel, or a position outside the source).
 CONVPLAN_HD int32_t column_source(const TransformDesc& t, const RowPlan& p, uint32_t i) {
   const int last = 2 + t.spatial_dims - 1;
-  const uint32_t block = t.block_div.divisor;
+  const FastDiv& window = t.window_div[last - 2];
+  const uint32_t block = t.step_div[last - 2].divisor;
   const uint32_t a_channels = t.channel_div.divisor;
   if (t.to_rewritten) {
     const uint32_t b_channels = static_cast<uint32_t>(t.b_dims[1]);
@@ -113,9 +117,10 @@ CONVPLAN_HD int32_t column_source(const TransformDesc& t, const RowPlan& p, uint
     const uint32_t cc = i - j * b_channels;
     const uint32_t m = fast_div(t.channel_div, cc);
     const uint32_t c = cc - m * a_channels;
-    const uint32_t mo = fast_div(t.block_div, m);
+    const uint32_t mo = fast_div(window, m);
     if (mo >= static_cast<uint32_t>(p.staged)) return -1;
-    const int64_t w = static_cast<int64_t>(j * block + (m - mo * block)) - t.offset[last - 2];
+    const int64_t w =
+        static_cast<int64_t>(j * block + (m - mo * window.divisor)) - t.offset[last - 2];
     if (w < 0 || w >= t.a_dims[last]) return -1;
     return static_cast<int32_t>(mo * static_cast<uint32_t>(p.src_len) +
                                 static_cast<uint32_t>(w) * a_channels + c);
@@ -123,7 +128,7 @@ CONVPLAN_HD int32_t column_source(const TransformDesc& t, const RowPlan& p, uint
   const uint32_t w = fast_div(t.channel_div, i);
   const uint32_t c = i - w * a_channels;
   const uint32_t pos = w + static_cast<uint32_t>(t.offset[last - 2]);
-  const uint32_t j = fast_div(t.block_div, pos);
+  const uint32_t j = fast_div(t.step_div[last - 2], pos);
   if (j >= static_cast<uint32_t>(t.b_dims[last])) return -1;  // cropped
   return static_cast<int32_t>(j * static_cast<uint32_t>(t.b_dims[1]) +
                               (pos - j * block) * a_channels + c);
@@ -140,14 +145,15 @@ CONVPLAN_HD int64_t staged_row_source(const TransformDesc& t, const RowPlan& p, 
     coord[d] = row - q * p.outer_div[d].divisor;
     row = q;
   }
-  const uint32_t block = t.block_div.divisor;
   *addend = 0;
   if (t.to_rewritten) {
     if (row >= static_cast<uint32_t>(t.a_dims[0])) return -1;  // a padded filter's K
     int64_t src = static_cast<int64_t>(row) * t.a_strides[0];
     for (int d = outer - 1; d >= 0; --d) {
-      const uint32_t q = fast_div(t.block_div, k);
-      const int64_t h = static_cast<int64_t>(coord[d] * block + (k - q * block)) - t.offset[d];
+      const uint32_t q = fast_div(t.window_div[d], k);
+      const int64_t h = static_cast<int64_t>(coord[d] * t.step_div[d].divisor +
+                                             (k - q * t.window_div[d].divisor)) -
+                        t.offset[d];
       k = q;
       if (h < 0 || h >= t.a_dims[2 + d]) return -1;
       src += h * t.a_strides[2 + d];
@@ -157,13 +163,14 @@ CONVPLAN_HD int64_t staged_row_source(const TransformDesc& t, const RowPlan& p, 
   uint32_t mo = 0;
   int64_t src = static_cast<int64_t>(row) * t.b_strides[0];
   for (int d = 0; d < outer; ++d) {
+    const uint32_t block = t.step_div[d].divisor;  // == window[d]: depth-to-space
     const uint32_t pos = coord[d] + static_cast<uint32_t>(t.offset[d]);
-    const uint32_t j = fast_div(t.block_div, pos);
+    const uint32_t j = fast_div(t.step_div[d], pos);
     if (j >= static_cast<uint32_t>(t.b_dims[2 + d])) return -1;  // cropped: the row is zeros
     mo = mo * block + (pos - j * block);
     src += static_cast<int64_t>(j) * t.b_strides[2 + d];
   }
-  *addend = static_cast<int32_t>(mo * block * t.channel_div.divisor);
+  *addend = static_cast<int32_t>(mo * t.window_div[outer].divisor * t.channel_div.divisor);
   return src;
 }
 

@@ -1,9 +1,12 @@
 // One transform of a rewrite, as plain data shared by the CUDA kernel and its host twin: a gather
 // between an original tensor A (logical dims d0, channels, spatial...) and the rewritten tensor B
 // (d0', channels', spatial'...), where B's channel index is m * A.channels + c, m the row-major
-// flat index of the block offsets (m_0, m_1, m_2) over the spatial dimensions, and spatial index
-// j of B covers A's index j * block + m - offset. B's channels beyond A.channels * block^D, d0
-// beyond A's d0 and the positions that fall outside A are zeros.
+// flat index of the offsets (m_0, m_1, m_2) over the spatial dimensions (m_d < window[d]), and
+// spatial index j of B with offset m_d covers A's index j * step[d] + m_d - offset[d].
+// Space-to-depth has step = window = block; an unfolded dimension has step = the stride and
+// window = the filter's width, so that windows overlap (only to_rewritten, then). B's channels
+// beyond A.channels * prod(window), d0 beyond A's d0 and the positions that fall outside A are
+// zeros.
 //
 // C++17 and free of convplan's C++20 headers, so that nvcc compiles it.
 #pragma once
@@ -58,8 +61,11 @@ struct TransformDesc {
   ElemType elem = ElemType::kF32;
   int32_t elem_bytes = 4;
   int32_t spatial_dims = 2;
-  int32_t block = 1;
-  int64_t offset[3] = {0, 0, 0};  // per spatial dimension, >= 0
+  // Per spatial dimension: the stride of B's index in A's, how many offsets it takes (the factor
+  // of the channels), and the shift, >= 0. !to_rewritten requires step == window.
+  int32_t step[3] = {1, 1, 1};
+  int32_t window[3] = {1, 1, 1};
+  int64_t offset[3] = {0, 0, 0};
   // Logical dims (d0, channels, spatial...) and element strides of A and B; both packed.
   int64_t a_dims[kMaxRank] = {1, 1, 1, 1, 1};
   int64_t a_strides[kMaxRank] = {0, 0, 0, 0, 0};
@@ -73,10 +79,11 @@ struct TransformDesc {
   double alpha = 1.0;
   double beta = 0.0;
   // The fast path's divisors (prepare_fast()): the destination's memory-order dims, A's
-  // channels, the block.
+  // channels, each dimension's step and window.
   FastDiv mem_div[kMaxRank];
   FastDiv channel_div;
-  FastDiv block_div;
+  FastDiv step_div[3];
+  FastDiv window_div[3];
   bool scaled() const { return alpha != 1.0 || beta != 0.0; }
 };
 
@@ -85,7 +92,10 @@ inline void prepare_fast(TransformDesc& t) {
   for (int i = 0; i < kMaxRank; ++i)
     t.mem_div[i] = make_fast_div(static_cast<uint32_t>(t.dst_mem_dims[i]));
   t.channel_div = make_fast_div(static_cast<uint32_t>(t.a_dims[1]));
-  t.block_div = make_fast_div(static_cast<uint32_t>(t.block));
+  for (int d = 0; d < 3; ++d) {
+    t.step_div[d] = make_fast_div(static_cast<uint32_t>(t.step[d]));
+    t.window_div[d] = make_fast_div(static_cast<uint32_t>(t.window[d]));
+  }
 }
 
 // The source element offset of destination element `linear` (its offset in the packed
@@ -102,7 +112,6 @@ CONVPLAN_HD int64_t source_offset(const TransformDesc& t, Index linear) {
     linear /= d;
   }
   const Index a_channels = static_cast<Index>(t.a_dims[1]);
-  const Index block = static_cast<Index>(t.block);
   int64_t src = 0;
   if (t.to_rewritten) {
     if (coord[0] >= static_cast<Index>(t.a_dims[0])) return -1;
@@ -111,12 +120,13 @@ CONVPLAN_HD int64_t source_offset(const TransformDesc& t, Index linear) {
     // m is row-major over the spatial dims: the last dimension's offset varies fastest.
     int64_t h[3] = {0, 0, 0};
     for (int d = t.spatial_dims - 1; d >= 0; --d) {
-      const Index md = m % block;
-      m /= block;
-      h[d] = static_cast<int64_t>(coord[2 + d] * block + md) - t.offset[d];
+      const Index window = static_cast<Index>(t.window[d]);
+      const Index md = m % window;
+      m /= window;
+      h[d] = static_cast<int64_t>(coord[2 + d] * static_cast<Index>(t.step[d]) + md) - t.offset[d];
       if (h[d] < 0 || h[d] >= t.a_dims[2 + d]) return -1;
     }
-    if (m != 0) return -1;  // a padding channel beyond channels * block^D
+    if (m != 0) return -1;  // a padding channel beyond channels * prod(window)
     src =
         static_cast<int64_t>(coord[0]) * t.a_strides[0] + static_cast<int64_t>(c) * t.a_strides[1];
     for (int d = 0; d < t.spatial_dims; ++d) src += h[d] * t.a_strides[2 + d];
@@ -125,6 +135,7 @@ CONVPLAN_HD int64_t source_offset(const TransformDesc& t, Index linear) {
   Index m = 0;
   src = static_cast<int64_t>(coord[0]) * t.b_strides[0];
   for (int d = 0; d < t.spatial_dims; ++d) {
+    const Index block = static_cast<Index>(t.step[d]);  // == window[d] here
     const Index pos = coord[2 + d] + static_cast<Index>(t.offset[d]);
     const Index j = pos / block;
     if (j >= static_cast<Index>(t.b_dims[2 + d])) return -1;  // cropped: no gradient reaches it
@@ -168,7 +179,6 @@ struct FastWalk {
   }
   CONVPLAN_HD int64_t source(const TransformDesc& t) const {
     constexpr int kSpatial = kRank - 2;
-    const uint32_t block = t.block_div.divisor;
     if (t.to_rewritten) {
       if (logical(0) >= static_cast<uint32_t>(t.a_dims[0])) return -1;
       uint32_t m = fast_div(t.channel_div, logical(1));
@@ -177,9 +187,10 @@ struct FastWalk {
                     static_cast<int64_t>(c) * t.a_strides[1];
       CONVPLAN_UNROLL
       for (int d = kSpatial - 1; d >= 0; --d) {
-        const uint32_t q = fast_div(t.block_div, m);
-        const int64_t h =
-            static_cast<int64_t>(logical(2 + d) * block + (m - q * block)) - t.offset[d];
+        const uint32_t q = fast_div(t.window_div[d], m);
+        const int64_t h = static_cast<int64_t>(logical(2 + d) * t.step_div[d].divisor +
+                                               (m - q * t.window_div[d].divisor)) -
+                          t.offset[d];
         m = q;
         if (h < 0 || h >= t.a_dims[2 + d]) return -1;
         src += h * t.a_strides[2 + d];
@@ -190,8 +201,9 @@ struct FastWalk {
     int64_t src = static_cast<int64_t>(logical(0)) * t.b_strides[0];
     CONVPLAN_UNROLL
     for (int d = 0; d < kSpatial; ++d) {
+      const uint32_t block = t.step_div[d].divisor;  // == window[d] here
       const uint32_t pos = logical(2 + d) + static_cast<uint32_t>(t.offset[d]);
-      const uint32_t j = fast_div(t.block_div, pos);
+      const uint32_t j = fast_div(t.step_div[d], pos);
       if (j >= static_cast<uint32_t>(t.b_dims[2 + d])) return -1;
       m = m * block + (pos - j * block);
       src += static_cast<int64_t>(j) * t.b_strides[2 + d];

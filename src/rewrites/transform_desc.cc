@@ -26,6 +26,29 @@ void copy_shape(const TensorShape& s, int64_t* dims, int64_t* strides) {
   }
 }
 
+// Each spatial dimension's step, window and offset (transform.h): y's geometry is unchanged
+// (only its channels, K, may be padded); a blocked dimension has step = window = block, x read
+// from 0 and w shifted by the filter's leading zeros; an unfolded one reads x's taps at the
+// original stride from -pad, and w's taps whole (one position of window S).
+void set_geometry(const Rewrite& r, TensorRole tensor, TransformDesc& t) {
+  const ConvProblem& p = r.original;
+  for (int d = 0; d < p.spatial_dims; ++d) {
+    if (tensor == TensorRole::kY) continue;  // 1, 1, 0
+    const bool unfolded = r.spec.unfold && d == p.spatial_dims - 1;
+    const bool x = tensor == TensorRole::kX;
+    if (!unfolded) {
+      t.step[d] = t.window[d] = static_cast<int32_t>(r.spec.block);
+      t.offset[d] = x ? 0 : r.filter_offset[d];
+    } else if (x) {
+      t.step[d] = static_cast<int32_t>(p.stride[d]);
+      t.window[d] = static_cast<int32_t>(p.filter[d]);
+      t.offset[d] = p.pad_before[d];
+    } else {
+      t.step[d] = t.window[d] = static_cast<int32_t>(p.filter[d]);
+    }
+  }
+}
+
 }  // namespace
 
 TransformDesc transform_desc(const Rewrite& r, TensorRole tensor, bool to_rewritten, double alpha,
@@ -35,9 +58,7 @@ TransformDesc transform_desc(const Rewrite& r, TensorRole tensor, bool to_rewrit
   t.elem = elem_type(r.original.data_type);
   t.elem_bytes = static_cast<int32_t>(size_of(r.original.data_type));
   t.spatial_dims = r.original.spatial_dims;
-  // y's spatial geometry is unchanged: only its channels (K) may be padded.
-  t.block = tensor == TensorRole::kY ? 1 : static_cast<int32_t>(r.spec.block);
-  for (int d = 0; d < 3; ++d) t.offset[d] = tensor == TensorRole::kW ? r.filter_offset[d] : 0;
+  set_geometry(r, tensor, t);
   const TensorShape a = r.original.shape_of(tensor);
   const TensorShape b = r.rewritten.shape_of(tensor);
   copy_shape(a, t.a_dims, t.a_strides);
