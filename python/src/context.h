@@ -63,10 +63,10 @@ class Context {
     std::string config;  // EngineConfig::to_string(): "unfused+eng12:k3=1", "eng4", ...
     bool unfused = false;
     int64_t workspace_bytes = 0;
-    double time_ms = -1;             // the record's median of the chosen one; -1: not timed
-    double best_fused_ms = -1;       // fastest valid fused candidate; -1: none timed
-    double best_unfused_ms = -1;     // fastest valid unfused candidate; -1: none timed
-    int candidates = 0;              // in the record
+    double time_ms = -1;          // the record's median of the chosen one; -1: not timed
+    double best_fused_ms = -1;    // fastest valid fused candidate; -1: none timed
+    double best_unfused_ms = -1;  // fastest valid unfused candidate; -1: none timed
+    int candidates = 0;           // in the record
   };
   PlanInfo plan_info(const ConvProblem& problem, int device, uintptr_t stream);
 
