@@ -11,6 +11,8 @@ Tables are written between the README's markers `<!-- report.py:NAME -->` and
               `<date>-resnet50-<dtype>-<layout>-<dir>-b<batch>.json` of bench/torch_compare.py
               (a run in limited mode; the -heuristic/-exhaustive runs of tune_modes.py are not)
   tune-modes  the `*-tune-modes.json` of bench/tune_modes.py
+  torch-infer the newest `*-torch-infer-resnet50-bf16.json` of bench/torch_infer.py (written only
+              where the README has its marker)
 Charts (docs/, PNG): bench-resnet50-layers.png, each layer's PyTorch time over convplan's for the
 newest bf16 NHWC runs of each direction and batch; bench-resnet50-tuning.png, convplan's tuning
 time against PyTorch's first calls (its cudnn.benchmark search) for every row of the table.
@@ -105,6 +107,32 @@ def tune_modes_table():
     return "\n".join(lines)
 
 
+def torch_infer_table():
+    """ResNet-50 inference with fused epilogues: the 53 convolutions' sums and the whole model."""
+    paths = sorted(glob.glob(os.path.join(RESULTS, "*-torch-infer-resnet50-bf16.json")))
+    docs = [(os.path.basename(p), load(p)) for p in paths]
+    docs = [(n, d) for n, d in docs if d.get("format") == "convplan-torch-infer"]
+    lines = ["| batch | convs+epilogues: convplan (fused / unfused layers) | PyTorch eager | cuDNN fused "
+             "ops | convs alone | model: optimize_for_inference | eager | torch.compile "
+             "| CUDA graph of optimized | run |", "|" + "---|" * 10]
+    if not docs:
+        lines.append("| (no run committed yet) |" + " |" * 9)
+        return "\n".join(lines)
+    name, doc = max(docs, key=lambda nd: (nd[1].get("date", ""), nd[0]))
+
+    def f(v):
+        return "-" if v is None else f"{v:.2f}"
+
+    for batch, b in sorted(doc["batches"].items(), key=lambda kv: int(kv[0])):
+        t, m, k = b["layer_totals_ms"], b["model"], b["kinds"]
+        lines.append(
+            f"| {batch} | {f(t['convplan'])} ({k.get('fused', 0)} / {k.get('unfused', 0)}) "
+            f"| {f(t['eager'])} | {f(t['cudnn_fused'])} | {f(t['conv_only'])} "
+            f"| {f(m.get('convplan_ms'))} | {f(m.get('eager_ms'))} | {f(m.get('compile_ms'))} "
+            f"| {f(m.get('convplan_graph_ms'))} | [{doc['date'][:10]}](bench/results/{name}) |")
+    return "\n".join(lines)
+
+
 def replace_between(text, name, body):
     start, end = f"<!-- report.py:{name} -->", "<!-- report.py:end -->"
     i = text.find(start)
@@ -120,7 +148,10 @@ def readme_text(runs):
     with open(README) as f:
         text = f.read()
     new = replace_between(text, "resnet50", resnet50_table(runs))
-    return text, replace_between(new, "tune-modes", tune_modes_table())
+    new = replace_between(new, "tune-modes", tune_modes_table())
+    if "<!-- report.py:torch-infer -->" in new:
+        new = replace_between(new, "torch-infer", torch_infer_table())
+    return text, new
 
 
 def charts(runs):

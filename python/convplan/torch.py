@@ -30,7 +30,8 @@ from torch import Tensor, nn
 
 import convplan as _cp
 
-__all__ = ["conv", "convert", "ConvplanConv", "UnsupportedError"]
+__all__ = ["conv", "convert", "ConvplanConv", "UnsupportedError", "optimize_for_inference",
+           "plans"]
 
 _DTYPE_NAMES = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16",
                 torch.float64: "f64"}
@@ -110,12 +111,13 @@ def _pick_format(x: Tensor, w: Tensor):
 
 
 def _descriptor(direction, dtype, channels_last, tf32, n, c, k, groups, inp, filt, stride,
-                before, after, dilation) -> str:
+                before, after, dilation, post="") -> str:
     d = len(inp)
     letters = _LETTERS[d]
     tc = "1" if (tf32 or dtype != torch.float32) else "0"
+    chain = f",post:{post}" if post else ""
     text = (f"dir:{direction},dt:{_DTYPE_NAMES[dtype]},layout:{'nhwc' if channels_last else 'nchw'},"
-            f"tc:{tc}/g{groups}mb{n}ic{c}")
+            f"tc:{tc}{chain}/g{groups}mb{n}ic{c}")
     text += "".join(f"i{l}{v}" for l, v in zip(letters, inp))
     text += f"oc{k}"
     for prefix, values in (("k", filt), ("s", stride), ("p", before), ("r", after)):
@@ -246,15 +248,17 @@ class _Shape:
         self.bias_view = (1, -1) + (1,) * spatial  # the bias broadcast over y
         self.bias_dims = (0,) + tuple(range(2, 2 + spatial))  # what grad-bias sums over
 
-    def problem(self, direction: str):
-        p = self.problems.get(direction)
+    def problem(self, direction: str, post: str = ""):
+        """The problem of `direction`; forward may carry a post-op chain ("bias+add+relu")."""
+        key = (direction, post) if post else direction
+        p = self.problems.get(key)
         if p is None:
             g = self.geometry
             text = _descriptor(direction, self.dtype, self.channels_last, self.tf32,
                                self.x_shape[0], self.x_shape[1], self.w_shape[0], g.groups,
                                self.x_shape[2:], self.w_shape[2:], g.stride, g.before, g.after,
-                               g.dilation)
-            p = self.problems[direction] = _cp.Problem(text)
+                               g.dilation, post)
+            p = self.problems[key] = _cp.Problem(text)
         return p
 
 
@@ -287,21 +291,26 @@ def _backward_shape(g: _Geometry, x_shape, w_shape, dtype, device: int,
 
 
 def _run(ctx, shape: _Shape, direction: str, device: int, x: Tensor, w: Tensor, y: Tensor,
-         like: Tensor):
-    """Enqueues one direction on the current stream with a workspace from PyTorch's allocator."""
-    problem = shape.problem(direction)
+         like: Tensor, post: str = "", bias: Optional[Tensor] = None,
+         residual: Optional[Tensor] = None):
+    """Enqueues one direction on the current stream with a workspace from PyTorch's allocator;
+    forward with a post-op chain `post` reads bias (k packed values) and residual (y's shape and
+    strides) where the chain has them."""
+    problem = shape.problem(direction, post)
     stream = _raw_stream(device)
     impl = ctx._impl
     # Per context: prepare() tunes in the context's cache (launch() never does), so a launch meets
     # at most a clone for a new thread's handle.
-    key = (direction, impl)
+    key = (direction, post, impl)
+    b_ptr = bias.data_ptr() if bias is not None else 0
+    r_ptr = residual.data_ptr() if residual is not None else 0
     ws_bytes = shape.workspace.get(key)
     if ws_bytes is None:
         ws_bytes = shape.workspace[key] = impl.prepare(problem, device, stream)
     for _ in range(2):
         ws = like.new_empty((ws_bytes,), dtype=torch.uint8) if ws_bytes else None
         if impl.launch(problem, device, stream, x.data_ptr(), w.data_ptr(), y.data_ptr(),
-                       ws.data_ptr() if ws is not None else 0, ws_bytes):
+                       ws.data_ptr() if ws is not None else 0, ws_bytes, b_ptr, r_ptr):
             return
         # Not planned on this thread yet, or a plan rebuilt with another workspace.
         ws_bytes = shape.workspace[key] = impl.prepare(problem, device, stream)
@@ -329,6 +338,72 @@ def _forward(ctx, g: _Geometry, x: Tensor, w: Tensor) -> Tensor:
     shape = _forward_shape(g, x, w)
     x, w = _in_format(shape, x, w)
     return _forward_planned(ctx, shape, x, w)
+
+
+# ------------------------------------------------------------------------------------------
+# Post-op chains (bias, residual add, activation) fused into the forward problem
+
+_ACTIVATIONS = {
+    "relu": F.relu,
+    "relu6": F.relu6,
+    "gelu": F.gelu,
+    "gelu_tanh": lambda v: F.gelu(v, approximate="tanh"),
+    "silu": F.silu,
+    "sigmoid": torch.sigmoid,
+    "tanh": torch.tanh,
+    "elu": F.elu,
+}
+
+
+def _chain(bias: bool, residual: bool, residual_scale: float, activation: Optional[str]) -> str:
+    """The chain's text as the problem model spells it: "bias+add*0.5+relu"."""
+    ops = ["bias"] if bias else []
+    if residual:
+        scale = float(residual_scale)
+        ops.append("add" if scale == 1.0 else f"add*{scale!r}")
+    if activation is not None:
+        if activation not in _ACTIVATIONS:
+            raise ValueError(f"activation={activation!r} is not one of "
+                             f"{', '.join(sorted(_ACTIVATIONS))} (or None)")
+        ops.append(activation)
+    return "+".join(ops)
+
+
+def _torch_epilogue(y: Tensor, bias: Optional[Tensor], residual: Optional[Tensor],
+                    residual_scale: float, activation: Optional[str]) -> Tensor:
+    """The chain in PyTorch's own operations (the training path, and fallbacks)."""
+    if bias is not None:
+        y = y + bias.view((1, -1) + (1,) * (y.dim() - 2))
+    if residual is not None:
+        y = y + residual if residual_scale == 1.0 else y + residual_scale * residual
+    if activation is not None:
+        y = _ACTIVATIONS[activation](y)
+    return y
+
+
+def _forward_fused(ctx, g: _Geometry, x: Tensor, w: Tensor, bias: Optional[Tensor],
+                   residual: Optional[Tensor], post: str) -> Tensor:
+    """One forward call of the `post:` problem: y = chain(conv(x, w)) with bias and residual."""
+    shape = _forward_shape(g, x, w)
+    x, w = _in_format(shape, x, w)
+    if bias is not None:
+        if bias.dtype != x.dtype or bias.get_device() != x.get_device():
+            _check_inputs(x, w, bias, g.groups)
+        bias = bias.contiguous()
+    if residual is not None:
+        if tuple(residual.shape) != shape.y_shape:
+            raise ValueError(f"residual of shape {tuple(residual.shape)} must have the "
+                             f"convolution's output shape {shape.y_shape}")
+        if residual.dtype != x.dtype or residual.get_device() != x.get_device():
+            raise UnsupportedError(f"residual ({residual.dtype} on {residual.device}) must have "
+                                   f"x's dtype and device ({x.dtype} on {x.device})")
+        if not residual.is_contiguous(memory_format=shape.fmt):
+            residual = residual.contiguous(memory_format=shape.fmt)
+    y = x.new_empty_strided(shape.y_shape, shape.y_strides)
+    if shape.empty:
+        return y.zero_()
+    _run(ctx, shape, "fwd", x.get_device(), x, w, y, x, post, bias, residual)
+    return y
 
 
 def _backward_data(ctx, g: _Geometry, grad_y: Tensor, w: Tensor, x_shape, channels_last) -> Tensor:
@@ -404,6 +479,24 @@ def _conv_fake(x, weight, stride, padding_before, padding_after, dilation, group
                        device=x.device, memory_format=fmt)
 
 
+@torch.library.custom_op("convplan::conv_fused", mutates_args=())
+def _conv_fused_op(x: Tensor, weight: Tensor, bias: Optional[Tensor], residual: Optional[Tensor],
+                   stride: List[int], padding_before: List[int], padding_after: List[int],
+                   dilation: List[int], groups: int, residual_scale: float, activation: str,
+                   context: int) -> Tensor:
+    """conv + bias + residual_scale * residual + activation ("" for none) as one `post:` call.
+    Inference only: it has no autograd (conv() takes the unfused path when a gradient is needed)."""
+    g = _geometry_of(stride, padding_before, padding_after, dilation, groups)
+    post = _chain(bias is not None, residual is not None, residual_scale, activation or None)
+    return _forward_fused(_context(context), g, x, weight, bias, residual, post)
+
+
+@_conv_fused_op.register_fake
+def _conv_fused_fake(x, weight, bias, residual, stride, padding_before, padding_after, dilation,
+                     groups, residual_scale, activation, context):
+    return _conv_fake(x, weight, stride, padding_before, padding_after, dilation, groups, context)
+
+
 @torch.library.custom_op("convplan::conv_backward_data", mutates_args=())
 def _bwd_data_op(grad_y: Tensor, weight: Tensor, x_shape: List[int], stride: List[int],
                  padding_before: List[int], padding_after: List[int], dilation: List[int],
@@ -472,12 +565,20 @@ _functorch_active = getattr(torch._C, "_are_functorch_transforms_active", None) 
 _jit_tracing = torch._C._get_tracing_state
 
 
-def _is_eager(x: Tensor, w: Tensor, bias: Optional[Tensor]) -> bool:
+def _is_eager(x: Tensor, w: Tensor, bias: Optional[Tensor],
+              residual: Optional[Tensor] = None) -> bool:
     if _is_compiling():
         return False
     return (type(x) in _PLAIN_TYPES and type(w) in _PLAIN_TYPES
-            and (bias is None or type(bias) in _PLAIN_TYPES) and _dispatch_modes() == 0
+            and (bias is None or type(bias) in _PLAIN_TYPES)
+            and (residual is None or type(residual) in _PLAIN_TYPES) and _dispatch_modes() == 0
             and not _functorch_active() and _jit_tracing() is None)
+
+
+def _needs_grad(x: Tensor, w: Tensor, bias: Optional[Tensor], residual: Optional[Tensor]) -> bool:
+    return torch.is_grad_enabled() and (
+        x.requires_grad or w.requires_grad or (bias is not None and bias.requires_grad)
+        or (residual is not None and residual.requires_grad))
 
 
 class _ConvFunction(torch.autograd.Function):
@@ -522,36 +623,71 @@ class _ConvFunction(torch.autograd.Function):
         return grad_x, grad_w, grad_b, None, None
 
 
-def _conv(g: _Geometry, x: Tensor, w: Tensor, bias: Optional[Tensor], context) -> Tensor:
+def _conv(g: _Geometry, x: Tensor, w: Tensor, bias: Optional[Tensor], context,
+          residual: Optional[Tensor] = None, residual_scale: float = 1.0,
+          activation: Optional[str] = None, fuse_bias_traced: bool = False) -> Tensor:
+    """The forward of conv() and of the modules. Without a gradient the whole chain is one
+    `post:` problem; with one, the convolution's autograd and PyTorch's epilogue. Traced (a
+    dispatch mode, torch.compile), a bias alone stays convplan::conv + add unless
+    fuse_bias_traced (the inference modules of optimize_for_inference)."""
     if bias is not None and (bias.dtype != x.dtype or bias.get_device() != x.get_device()):
         _check_inputs(x, w, bias, g.groups)
-    if _is_eager(x, w, bias):
-        shape = _forward_shape(g, x, w)
+    extra = residual is not None or activation is not None
+    post = _chain(bias is not None, residual is not None, residual_scale, activation) if extra \
+        else ("bias" if bias is not None else "")
+    needs_grad = _needs_grad(x, w, bias, residual)
+    if _is_eager(x, w, bias, residual):
         context = context or _cp.default_context()
-        if torch.is_grad_enabled() and (x.requires_grad or w.requires_grad or
-                                        (bias is not None and bias.requires_grad)):
-            return _ConvFunction.apply(x, w, bias, shape, context)
+        if needs_grad:
+            y = _ConvFunction.apply(x, w, bias, _forward_shape(g, x, w), context)
+            return _torch_epilogue(y, None, residual, residual_scale, activation) if extra else y
+        if post:
+            return _forward_fused(context, g, x, w, bias, residual, post)
+        shape = _forward_shape(g, x, w)
         x, w = _in_format(shape, x, w)
-        y = _forward_planned(context, shape, x, w)
-        if bias is not None:
-            y.add_(bias.view(shape.bias_view))
-        return y
+        return _forward_planned(context, shape, x, w)
+    if not needs_grad and (extra or (bias is not None and fuse_bias_traced)):
+        return _conv_fused_op(x, w, bias, residual, list(g.stride), list(g.before), list(g.after),
+                              list(g.dilation), g.groups, float(residual_scale), activation or "",
+                              _context_id(context))
     y = _conv_op(x, w, list(g.stride), list(g.before), list(g.after), list(g.dilation),
                  g.groups, _context_id(context))
-    return y if bias is None else y + bias.view((1, -1) + (1,) * (x.dim() - 2))
+    if bias is not None:
+        y = y + bias.view((1, -1) + (1,) * (x.dim() - 2))
+    return _torch_epilogue(y, None, residual, residual_scale, activation) if extra else y
 
 
 def conv(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, stride=1, padding=0,
-         dilation=1, groups: int = 1, context=None) -> Tensor:
-    """torch.nn.functional.conv1d/2d/3d (by x's rank) through convplan.
+         dilation=1, groups: int = 1, context=None, *, residual: Optional[Tensor] = None,
+         residual_scale: float = 1.0, activation: Optional[str] = None) -> Tensor:
+    """torch.nn.functional.conv1d/2d/3d (by x's rank) through convplan, with an optional epilogue:
+
+        y = activation(conv(x, weight) + bias + residual_scale * residual)
+
+    residual: a tensor of the output's shape (copied into the output's memory format when it is
+    in another); activation: None, "relu", "relu6", "gelu", "gelu_tanh", "silu", "sigmoid",
+    "tanh" or "elu" (alpha 1).
+
+    When no gradient is needed (torch.no_grad(), inference tensors, or nothing requiring grad),
+    the whole chain is one convplan call of the `post:` problem ("post:bias+add+relu"), whose
+    plan the tuner picks among fused cuDNN engines and the convolution followed by convplan's
+    epilogue kernel: so a plain conv(x, w, bias) is one `post:bias` call as well. Traced
+    (torch.compile, make_fx) the chain with a residual or activation is the custom op
+    convplan::conv_fused. When a gradient is needed, the convolution runs with its backward and
+    the epilogue is PyTorch's own operations.
 
     padding may also be a sequence of (before, after) pairs, one per spatial dimension.
-    Raises UnsupportedError for inputs convplan cannot take, convplan.Error for runtime failures.
+    Raises UnsupportedError for inputs convplan cannot take, ValueError for a bad activation or
+    residual shape, convplan.Error for runtime failures.
     """
     if x.dim() != weight.dim() or x.dim() not in (3, 4, 5):
         _check_inputs(x, weight, bias, groups)
     g = _geometry(stride, padding, dilation, groups, x.dim() - 2, weight.shape[2:])
-    return _conv(g, x, weight, bias, context)
+    if residual is None and activation is None:
+        return _conv(g, x, weight, bias, context)
+    if activation is not None and activation not in _ACTIVATIONS:
+        _chain(False, False, 1.0, activation)  # raises, naming the choices
+    return _conv(g, x, weight, bias, context, residual, residual_scale, activation)
 
 
 class ConvplanConv(nn.Module):
@@ -615,3 +751,6 @@ def convert(module: nn.Module, fallback: bool = False, context=None) -> int:
         else:
             count += convert(child, fallback, context)
     return count
+
+
+from ._fusion import FusedConv, optimize_for_inference, plans  # noqa: E402,F401  (uses the above)

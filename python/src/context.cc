@@ -181,15 +181,16 @@ int64_t Context::prepare(const ConvProblem& problem, int device, uintptr_t strea
 }
 
 bool Context::launch(const ConvProblem& problem, int device, uintptr_t stream, uintptr_t x,
-                     uintptr_t w, uintptr_t y, uintptr_t workspace, int64_t workspace_bytes) {
+                     uintptr_t w, uintptr_t y, uintptr_t workspace, int64_t workspace_bytes,
+                     uintptr_t bias, uintptr_t residual) {
+  const TensorPointers tensors{as_ptr(x), as_ptr(w), as_ptr(y), as_ptr(bias), as_ptr(residual)};
   CallerWorkspace caller_workspace(as_ptr(workspace), static_cast<size_t>(workspace_bytes));
   Status status;
   {
     nb::gil_scoped_release release;
     CurrentDevice current(device);
     StatusOr<cudnnHandle_t> handle = handle_for(device, as_stream(stream));
-    status = handle.ok() ? cache_->execute(*handle, problem, {as_ptr(x), as_ptr(w), as_ptr(y)},
-                                           &caller_workspace)
+    status = handle.ok() ? cache_->execute(*handle, problem, tensors, &caller_workspace)
                          : handle.status();
   }
   if (status.ok()) return true;
@@ -198,7 +199,8 @@ bool Context::launch(const ConvProblem& problem, int device, uintptr_t stream, u
 }
 
 void Context::run(const ConvProblem& problem, uintptr_t x, uintptr_t w, uintptr_t y, int device,
-                  uintptr_t stream) {
+                  uintptr_t stream, uintptr_t bias, uintptr_t residual) {
+  const TensorPointers tensors{as_ptr(x), as_ptr(w), as_ptr(y), as_ptr(bias), as_ptr(residual)};
   Status status;
   {
     nb::gil_scoped_release release;
@@ -206,10 +208,52 @@ void Context::run(const ConvProblem& problem, uintptr_t x, uintptr_t w, uintptr_
       CONVPLAN_RETURN_IF_ERROR(problem.validate());
       CurrentDevice current(device);
       CONVPLAN_ASSIGN_OR_RETURN(cudnnHandle_t handle, handle_for(device, as_stream(stream)));
-      return cache_->execute(handle, problem, {as_ptr(x), as_ptr(w), as_ptr(y)});
+      return cache_->execute(handle, problem, tensors);
     }();
   }
   check(status);
+}
+
+namespace {
+
+// The fastest candidate of each kind that was timed and kept ("ok").
+void fill_best(const TuningRecord& record, Context::PlanInfo& info) {
+  for (const CandidateResult& c : record.candidates) {
+    if (c.outcome != "ok" || c.median_ms < 0) continue;
+    double& best = c.config.unfused ? info.best_unfused_ms : info.best_fused_ms;
+    if (best < 0 || c.median_ms < best) best = c.median_ms;
+  }
+}
+
+}  // namespace
+
+Context::PlanInfo Context::plan_info(const ConvProblem& problem, int device, uintptr_t stream) {
+  PlanInfo info;
+  Status status;
+  {
+    nb::gil_scoped_release release;
+    status = [&]() -> Status {
+      CONVPLAN_RETURN_IF_ERROR(problem.validate());
+      CONVPLAN_RETURN_IF_ERROR(gpu_available());
+      CurrentDevice current(device);
+      CONVPLAN_RETURN_IF_ERROR(check_not_capturing(as_stream(stream), problem));
+      CONVPLAN_ASSIGN_OR_RETURN(cudnnHandle_t handle, handle_for(device, as_stream(stream)));
+      CONVPLAN_ASSIGN_OR_RETURN(PlanRef ref, cache_->acquire(handle, problem));
+      info.config = ref->config().to_string();
+      info.unfused = ref->config().unfused;
+      info.workspace_bytes = ref->workspace_bytes();
+      std::optional<TuningRecord> record =
+          cache_->find_record(handle, problem, cache_->default_policy());
+      if (record.has_value()) {
+        info.time_ms = record->time_ms;
+        info.candidates = static_cast<int>(record->candidates.size());
+        fill_best(*record, info);
+      }
+      return ok_status();
+    }();
+  }
+  check(status);
+  return info;
 }
 
 }  // namespace convplan::python

@@ -47,11 +47,28 @@ class Context {
   // Enqueues the convolution on `stream` with the caller's workspace. Returns false, having done
   // nothing, when the plan is not there yet or needs more workspace than given: call prepare()
   // and launch again. Raises on failure.
+  // bias and residual: the post-op chain's tensors (0 where the chain has none).
   bool launch(const ConvProblem& problem, int device, uintptr_t stream, uintptr_t x, uintptr_t w,
-              uintptr_t y, uintptr_t workspace, int64_t workspace_bytes);
+              uintptr_t y, uintptr_t workspace, int64_t workspace_bytes, uintptr_t bias = 0,
+              uintptr_t residual = 0);
   // prepare + launch with the cache's own workspace arena, for callers holding raw pointers.
   void run(const ConvProblem& problem, uintptr_t x, uintptr_t w, uintptr_t y, int device,
-           uintptr_t stream);
+           uintptr_t stream, uintptr_t bias = 0, uintptr_t residual = 0);
+
+  // What the plan of `problem` on (device, this thread) is, planning it like prepare() when it
+  // is not there yet: the chosen engine configuration, and from the tuning record (when the
+  // policy timed candidates) the fastest fused and unfused candidates, so a caller can say which
+  // kind won and by how much.
+  struct PlanInfo {
+    std::string config;  // EngineConfig::to_string(): "unfused+eng12:k3=1", "eng4", ...
+    bool unfused = false;
+    int64_t workspace_bytes = 0;
+    double time_ms = -1;          // the record's median of the chosen one; -1: not timed
+    double best_fused_ms = -1;    // fastest valid fused candidate; -1: none timed
+    double best_unfused_ms = -1;  // fastest valid unfused candidate; -1: none timed
+    int candidates = 0;           // in the record
+  };
+  PlanInfo plan_info(const ConvProblem& problem, int device, uintptr_t stream);
 
   CacheStats stats() const { return cache_->stats(); }
   const std::string& db_path() const { return db_path_; }

@@ -82,6 +82,19 @@ nb::dict stats_dict(const Context& ctx) {
   return d;
 }
 
+nb::dict plan_info_dict(Context& ctx, const ConvProblem& problem, int device, uintptr_t stream) {
+  const Context::PlanInfo info = ctx.plan_info(problem, device, stream);
+  nb::dict d;
+  d["config"] = info.config;
+  d["kind"] = problem.post_ops.empty() ? "plain" : (info.unfused ? "unfused" : "fused");
+  d["workspace_bytes"] = info.workspace_bytes;
+  d["time_ms"] = info.time_ms;
+  d["best_fused_ms"] = info.best_fused_ms;
+  d["best_unfused_ms"] = info.best_unfused_ms;
+  d["candidates"] = info.candidates;
+  return d;
+}
+
 void bind_problem(nb::module_& m) {
   nb::class_<ConvProblem>(m, "Problem",
                           "A convolution problem in convplan's text form (benchdnn's descriptor "
@@ -116,6 +129,8 @@ void bind_problem(nb::module_& m) {
       .def_prop_ro("dilation", [](const ConvProblem& p) { return spatial(p, p.dilation); })
       .def_prop_ro("alpha", [](const ConvProblem& p) { return p.alpha; })
       .def_prop_ro("beta", [](const ConvProblem& p) { return p.beta; })
+      .def_prop_ro("post_ops", [](const ConvProblem& p) { return p.post_ops.to_string(); })
+      .def("without_post_ops", &ConvProblem::without_post_ops)
       .def_prop_ro("flops", &ConvProblem::flops);
 }
 
@@ -131,8 +146,10 @@ void bind_context(nb::module_& m) {
           "capacity"_a = nb::none())
       .def("prepare", &Context::prepare, "problem"_a, "device"_a, "stream"_a)
       .def("launch", &Context::launch, "problem"_a, "device"_a, "stream"_a, "x"_a, "w"_a, "y"_a,
-           "workspace"_a, "workspace_bytes"_a)
-      .def("run", &Context::run, "problem"_a, "x"_a, "w"_a, "y"_a, "device"_a = 0, "stream"_a = 0)
+           "workspace"_a, "workspace_bytes"_a, "bias"_a = 0, "residual"_a = 0)
+      .def("run", &Context::run, "problem"_a, "x"_a, "w"_a, "y"_a, "device"_a = 0, "stream"_a = 0,
+           "bias"_a = 0, "residual"_a = 0)
+      .def("plan_info", &plan_info_dict, "problem"_a, "device"_a = 0, "stream"_a = 0)
       .def("stats", &stats_dict)
       .def_prop_ro("db", &Context::db_path);
 }

@@ -30,8 +30,9 @@ class CpuLaunches:
         # The op's own calls (context 0) take the default context: one without a database.
         monkeypatch.setattr(convplan, "_default", convplan.Context(db="off"))
 
-    def run(self, ctx, shape, direction, device, x, w, y, like):
-        self.directions.append(direction)
+    def run(self, ctx, shape, direction, device, x, w, y, like, post="", bias=None,
+            residual=None):
+        self.directions.append(direction if not post else f"{direction}+{post}")
         g = shape.geometry
         pads = []
         for before, after in reversed(list(zip(g.before, g.after))):
@@ -42,7 +43,12 @@ class CpuLaunches:
             return fn(F.pad(a, pads), b, stride=g.stride, dilation=g.dilation, groups=g.groups)
 
         if direction == "fwd":
-            y.copy_(conv(x, w))
+            ops = post.split("+") if post else []
+            act = ops[-1] if ops and ops[-1] not in ("bias",) and not ops[-1].startswith("add") \
+                else None
+            scale = next((float(o[4:]) if o.startswith("add*") else 1.0 for o in ops
+                          if o.startswith("add")), 1.0)
+            y.copy_(cpt._torch_epilogue(conv(x, w), bias, residual, scale, act))
             return
         # bwd_data writes x (grad x), bwd_filter writes w (grad w); y holds grad y.
         with torch.enable_grad():
@@ -122,7 +128,8 @@ def test_no_grad_calls_skip_autograd_and_the_custom_op(launches, context):
         y = cpt.conv(x, w, b, padding=1, context=context)
     assert y.grad_fn is None and not y.requires_grad
     torch.testing.assert_close(y, F.conv2d(x, w, b, padding=1))
-    assert launches.op_calls == 0 and launches.directions == ["fwd"]
+    # One call of the post:bias problem: the bias is the convolution's epilogue.
+    assert launches.op_calls == 0 and launches.directions == ["fwd+bias"]
 
 
 def test_double_backward_raises_rather_than_giving_wrong_second_derivatives(launches, context):
@@ -151,3 +158,59 @@ def test_tracing_goes_through_the_custom_op(launches, grad, mode):
     assert "convplan.conv" in code
     assert launches.op_calls == 1
     assert launches.directions == (["fwd"] if mode == "real" else [])
+
+
+@pytest.mark.parametrize("scale", [1.0, 0.5])
+@pytest.mark.parametrize("activation", [None, "relu", "relu6", "gelu", "gelu_tanh", "silu",
+                                        "sigmoid", "tanh", "elu"])
+def test_no_grad_epilogue_is_one_post_call(launches, context, activation, scale):
+    x = make((2, 3, 6, 6), torch.channels_last, 20)
+    w = make((4, 3, 3, 3), torch.channels_last, 21)
+    b = make((4,), torch.contiguous_format, 22)
+    r = make((2, 4, 6, 6), torch.contiguous_format, 23)  # copied into y's format
+    with torch.no_grad():
+        y = cpt.conv(x, w, b, padding=1, context=context, residual=r, residual_scale=scale,
+                     activation=activation)
+    want = F.conv2d(x, w, b, padding=1) + scale * r
+    if activation is not None:
+        want = cpt._ACTIVATIONS[activation](want)
+    torch.testing.assert_close(y, want)
+    chain = "bias+add" + ("" if scale == 1.0 else "*0.5") + (f"+{activation}" if activation else "")
+    assert launches.directions == [f"fwd+{chain}"] and launches.op_calls == 0
+
+
+def test_epilogue_with_gradient_keeps_the_training_path(launches, context):
+    x = make((1, 2, 5, 5), torch.contiguous_format, 24).requires_grad_()
+    w = make((3, 2, 3, 3), torch.contiguous_format, 25).requires_grad_()
+    r = make((1, 3, 5, 5), torch.contiguous_format, 26).requires_grad_()
+    y = cpt.conv(x, w, padding=1, context=context, residual=r, activation="silu")
+    y.sum().backward()
+    xs, ws, rs = (t.detach().clone().requires_grad_() for t in (x, w, r))
+    F.silu(F.conv2d(xs, ws, padding=1) + rs).sum().backward()
+    for got, want in ((x, xs), (w, ws), (r, rs)):
+        torch.testing.assert_close(got.grad, want.grad)
+    assert launches.directions == ["fwd", "bwd_data", "bwd_filter"]
+
+
+def test_bad_activation_and_residual_shape_are_named(launches, context):
+    x = make((1, 2, 5, 5), torch.contiguous_format, 27)
+    w = make((3, 2, 3, 3), torch.contiguous_format, 28)
+    with pytest.raises(ValueError, match="activation='rleu'"):
+        cpt.conv(x, w, padding=1, activation="rleu", context=context)
+    with torch.no_grad(), pytest.raises(ValueError, match="residual of shape"):
+        cpt.conv(x, w, padding=1, residual=make((1, 3, 4, 4), torch.contiguous_format, 29),
+                 context=context)
+
+
+def test_traced_epilogue_goes_through_conv_fused(launches):
+    from torch.fx.experimental.proxy_tensor import make_fx
+    x = make((2, 4, 6, 6), torch.contiguous_format, 30)
+    w = make((4, 4, 3, 3), torch.contiguous_format, 31)
+    r = make((2, 4, 6, 6), torch.contiguous_format, 32)
+
+    def f(x, w, r):
+        with torch.no_grad():
+            return cpt.conv(x, w, padding=1, residual=r, activation="relu")
+
+    code = make_fx(f, tracing_mode="fake")(x, w, r).code
+    assert "convplan.conv_fused" in code
