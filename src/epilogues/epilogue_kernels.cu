@@ -230,7 +230,7 @@ __global__ void __launch_bounds__(kThreads)
     for (unsigned u = 0; u < kUnroll; ++u) {
       const unsigned v = base + u * kThreads;
       if (v < a.vectors) {
-        C b[V];
+        C b[V] = {};  // unread where the chain has no bias
         vector_bias<Traits, Ch, kMode>(a, bias, v, b);
 #pragma unroll
         for (int i = 0; i < V; ++i) {
