@@ -290,7 +290,7 @@ __global__ void __launch_bounds__(kStageThreads)
     if (tile + step < tiles) {
       issue_tile<T>(t, p, l, src, smem + l.buffer_at + (b ^ 1) * l.buffer_bytes, tile + step);
     } else {
-      copy_async_commit();  // an empty group, so that the wait below still leaves this tile's
+      copy_async_commit();  // an empty group: the wait below then covers this tile's copies
     }
     copy_async_wait_all_but_one();
     __syncthreads();  // every thread's copies of this tile have landed
