@@ -1,9 +1,12 @@
 // epilogue_bandwidth: convplan's epilogue kernel (the second half of an unfused candidate) against
 // a device-to-device copy of the same output, on the output shapes of ResNet-50's convolutions
 // (suites/resnet50_infer.txt) at a batch size, bf16 channels-last, for the chains bias+relu and
-// bias+add+relu (and every activation on one shape). Bandwidth counts the bytes the kernel must
-// move: y read and written, plus the residual read (the bias is k values). The goal is >= 70% of
-// the copy's bandwidth. Prints a table and writes JSON.
+// bias+add+relu (and every activation on one shape, and the other fixed chains), each through the
+// generic kernel and the fixed one (epilogue_kernels.cu; a chain without a fixed kernel runs the
+// generic one both times, `fixed` false in the JSON). Bandwidth counts the bytes the kernel must
+// move: y read and written, plus the residual read (the bias is k values); the copy's is twice what
+// it copies, measured in the same run. The goal is >= 70% of the copy's bandwidth. Prints a table
+// and writes JSON (kernel_* and ratio: the default kernel, the fixed one where it applies).
 //
 // Usage: epilogue_bandwidth [--batch N] [--json PATH]
 #include <cuda_runtime_api.h>
@@ -63,11 +66,15 @@ int main(int argc, char** argv) {
   cudaStream_t s;
   CHECK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   nlohmann::json rows = nlohmann::json::array();
-  std::printf("%-14s %-18s %10s %10s %10s %8s\n", "layer", "chain", "MB moved", "kernel GB/s",
-              "copy GB/s", "ratio");
+  std::printf("%-14s %-18s %9s %9s %9s %9s %9s %7s %7s\n", "layer", "chain", "MB moved", "generic",
+              "fixed", "copy", "GB/s", "generic", "fixed");
+  std::printf("%-14s %-18s %9s %9s %9s %9s %9s %7s %7s\n", "", "", "", "GB/s", "GB/s", "GB/s", "",
+              "% copy", "% copy");
   std::vector<std::pair<std::string, std::string>> cases;
   for (const Shape& sh : kShapes)
     for (const char* chain : {"bias+relu", "bias+add+relu"}) cases.emplace_back(sh.conv, chain);
+  for (const char* chain : {"bias", "relu", "add+relu", "bias+add", "bias+gelu", "bias+silu"})
+    cases.emplace_back(kShapes[1].conv, chain);
   for (const char* act : {"relu6", "gelu", "gelu_tanh", "silu", "sigmoid", "tanh", "elu"})
     cases.emplace_back(kShapes[1].conv, std::string("bias+add+") + act);
   for (const auto& [conv, chain] : cases) {
@@ -87,29 +94,45 @@ int main(int argc, char** argv) {
     CHECK_CUDA(cudaMemsetAsync(y, 0x3c, y_bytes, s));
     CHECK_CUDA(cudaMemsetAsync(residual, 0x3c, y_bytes, s));
     CHECK_CUDA(cudaMemsetAsync(bias, 0, static_cast<size_t>(p->k) * 2, s));
-    const float kernel = median_ms(s, [&] {
-      if (!convplan::epilogue_detail::enqueue_epilogue(s, *p, y, bias, residual).ok()) std::exit(1);
-    });
+    namespace ed = convplan::epilogue_detail;
+    const auto time_kernel = [&](ed::EpilogueKernel k) {
+      return median_ms(s, [&] {
+        if (!ed::enqueue_epilogue(s, *p, y, bias, residual, k).ok()) std::exit(1);
+      });
+    };
+    const float generic = time_kernel(ed::EpilogueKernel::kGeneric);
+    const float fixed = time_kernel(ed::EpilogueKernel::kFixed);
+    const bool has_fixed = ed::epilogue_kernel_for(*p, ed::EpilogueKernel::kFixed, y, residual) ==
+                           ed::EpilogueKernel::kFixed;
     const float copy_ms = median_ms(
         s, [&] { CHECK_CUDA(cudaMemcpyAsync(copy, y, y_bytes, cudaMemcpyDeviceToDevice, s)); });
     const bool add = p->post_ops.has(convplan::PostOpKind::kAdd);
     const double moved = static_cast<double>(y_bytes) * (add ? 3 : 2);
-    const double kernel_gbps = moved / (kernel * 1e6);
+    const double generic_gbps = moved / (generic * 1e6), fixed_gbps = moved / (fixed * 1e6);
     const double copy_gbps = 2.0 * static_cast<double>(y_bytes) / (copy_ms * 1e6);
     std::string layer;
     for (const Shape& sh : kShapes)
       if (conv == sh.conv) layer = sh.name;
-    std::printf("%-14s %-18s %10.1f %10.0f %10.0f %8.2f\n", layer.c_str(), chain.c_str(),
-                moved / 1e6, kernel_gbps, copy_gbps, kernel_gbps / copy_gbps);
+    std::printf("%-14s %-18s %9.1f %9.0f %9.0f %9.0f %9s %6.0f%% %6.0f%%\n", layer.c_str(),
+                chain.c_str(), moved / 1e6, generic_gbps, fixed_gbps, copy_gbps,
+                has_fixed ? "" : "(generic)", 100.0 * generic_gbps / copy_gbps,
+                100.0 * fixed_gbps / copy_gbps);
     rows.push_back({{"layer", layer},
                     {"problem", p->to_string()},
                     {"chain", chain},
                     {"bytes_moved", moved},
-                    {"kernel_ms", kernel},
+                    {"fixed", has_fixed},
+                    {"kernel_ms", fixed},
                     {"copy_ms", copy_ms},
-                    {"kernel_gbps", kernel_gbps},
+                    {"kernel_gbps", fixed_gbps},
                     {"copy_gbps", copy_gbps},
-                    {"ratio", kernel_gbps / copy_gbps}});
+                    {"ratio", fixed_gbps / copy_gbps},
+                    {"generic_ms", generic},
+                    {"generic_gbps", generic_gbps},
+                    {"generic_ratio", generic_gbps / copy_gbps},
+                    {"fixed_ms", fixed},
+                    {"fixed_gbps", fixed_gbps},
+                    {"fixed_ratio", fixed_gbps / copy_gbps}});
     cudaFree(y);
     cudaFree(copy);
     cudaFree(residual);

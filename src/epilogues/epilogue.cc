@@ -123,15 +123,23 @@ Status check_epilogue(const ConvProblem& problem, const void* y, const void* bia
 }
 
 Status enqueue_epilogue(cudaStream_t stream, const ConvProblem& problem, void* y, const void* bias,
-                        const void* residual) {
+                        const void* residual, EpilogueKernel kernel) {
   CONVPLAN_RETURN_IF_ERROR(check_epilogue(problem, y, bias, residual));
   const cudaError_t e = enqueue_epilogue(stream, epilogue_type(problem.data_type),
-                                         epilogue_params(problem), y, bias, residual);
+                                         epilogue_params(problem), y, bias, residual, kernel);
   if (e != cudaSuccess) {
     return Status(StatusCode::kCudaError,
                   std::string("epilogue kernel launch: ") + cudaGetErrorString(e));
   }
   return ok_status();
+}
+
+EpilogueKernel epilogue_kernel_for(const ConvProblem& problem, EpilogueKernel requested,
+                                   const void* y, const void* residual) {
+  return select_epilogue_kernel(
+      requested, epilogue_params(problem), epilogue_type(problem.data_type),
+      reinterpret_cast<uintptr_t>(y),
+      problem.post_ops.has(PostOpKind::kAdd) ? reinterpret_cast<uintptr_t>(residual) : 0);
 }
 
 Status run_epilogue_on_host(const ConvProblem& problem, void* y, const void* bias,

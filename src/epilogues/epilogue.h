@@ -22,9 +22,14 @@ Status check_epilogue(const ConvProblem& problem, const void* y, const void* bia
 
 // Enqueues the chain over y (device memory, the problem's y layout) on `stream`; bias and
 // residual in the layouts of bias_shape() and residual_shape(). Capture-safe: allocates and
-// synchronizes nothing.
+// synchronizes nothing. `kernel`: the fixed kernel where one applies, else the generic one
+// (select_epilogue_kernel(); both give the same bytes).
 Status enqueue_epilogue(cudaStream_t stream, const ConvProblem& problem, void* y, const void* bias,
-                        const void* residual);
+                        const void* residual, EpilogueKernel kernel = kDefaultEpilogueKernel);
+
+// The kernel enqueue_epilogue() runs for `requested` on these pointers.
+EpilogueKernel epilogue_kernel_for(const ConvProblem& problem, EpilogueKernel requested,
+                                   const void* y, const void* residual);
 
 // The host twin: the same chain over host buffers of the problem's data type, through the
 // kernel's code: in 16-byte vectors plus a tail for packed layouts (`vectorized`), element by

@@ -8,13 +8,12 @@
 
 namespace convplan::epilogue_detail {
 
-// The storage types the kernel is built for.
-enum class EpilogueType { kFloat, kHalf, kBFloat16, kDouble };
-
 // Enqueues the chain over the output y on `stream`, in place: one pass that reads y (and the
 // residual) once and writes y once. bias/residual are null where the chain has no bias/add.
-// Allocates nothing and synchronizes nothing (capture-safe). Returns the launch's error.
+// Allocates nothing and synchronizes nothing (capture-safe). Returns the launch's error. `kernel`
+// picks the fixed or the generic kernel (select_epilogue_kernel() says which one runs).
 cudaError_t enqueue_epilogue(cudaStream_t stream, EpilogueType type, const EpilogueParams& params,
-                             void* y, const void* bias, const void* residual);
+                             void* y, const void* bias, const void* residual,
+                             EpilogueKernel kernel = kDefaultEpilogueKernel);
 
 }  // namespace convplan::epilogue_detail

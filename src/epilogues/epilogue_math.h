@@ -81,28 +81,35 @@ CONVPLAN_HD C epilogue_expm1(C v) {
     return expm1(v);
 }
 
+// One op of the chain on one value. The generic kernel calls it with the op read at run time, the
+// fixed kernels (epilogue_kernels.cu) with a compile-time op: the same expression either way, so
+// that both compile to the same arithmetic and their outputs agree byte for byte.
+template <typename C>
+CONVPLAN_HD C apply_epilogue_op(uint8_t op, C v, C bias, C residual, C add_scale) {
+  const C zero = C(0), one = C(1), half = C(0.5);
+  switch (op) {
+    case kOpBias: return v + bias;
+    case kOpAdd: return v + add_scale * residual;
+    case kOpRelu: return v > zero ? v : zero;
+    case kOpRelu6: return v > zero ? (v < C(6) ? v : C(6)) : zero;
+    case kOpGelu: return half * v * (one + epilogue_erf(v * C(0.70710678118654752)));
+    case kOpGeluTanh:
+      return half * v *
+             (one + epilogue_tanh(C(0.7978845608028654) * (v + C(0.044715) * v * v * v)));
+    case kOpSilu: return v / (one + epilogue_exp(-v));
+    case kOpSigmoid: return one / (one + epilogue_exp(-v));
+    case kOpTanh: return epilogue_tanh(v);
+    case kOpElu: return v > zero ? v : epilogue_expm1(v);
+    default: return v;
+  }
+}
+
 // The chain on one value: bias is the element's channel's bias, residual its residual element
 // (read by the caller only when the chain has that op).
 template <typename C>
 CONVPLAN_HD C apply_epilogue(const EpilogueParams& p, C v, C bias, C residual) {
-  const C zero = C(0), one = C(1), half = C(0.5);
-  for (int i = 0; i < p.op_count; ++i) {
-    switch (p.ops[i]) {
-      case kOpBias: v += bias; break;
-      case kOpAdd: v += C(p.add_scale) * residual; break;
-      case kOpRelu: v = v > zero ? v : zero; break;
-      case kOpRelu6: v = v > zero ? (v < C(6) ? v : C(6)) : zero; break;
-      case kOpGelu: v = half * v * (one + epilogue_erf(v * C(0.70710678118654752))); break;
-      case kOpGeluTanh:
-        v = half * v * (one + epilogue_tanh(C(0.7978845608028654) * (v + C(0.044715) * v * v * v)));
-        break;
-      case kOpSilu: v = v / (one + epilogue_exp(-v)); break;
-      case kOpSigmoid: v = one / (one + epilogue_exp(-v)); break;
-      case kOpTanh: v = epilogue_tanh(v); break;
-      case kOpElu: v = v > zero ? v : epilogue_expm1(v); break;
-      default: break;
-    }
-  }
+  const C scale = C(p.add_scale);
+  for (int i = 0; i < p.op_count; ++i) v = apply_epilogue_op<C>(p.ops[i], v, bias, residual, scale);
   return v;
 }
 
@@ -154,6 +161,84 @@ CONVPLAN_HD void epilogue_packed_span(const EpilogueParams& p, Index start, int 
   } else {
     for (int i = 0; i < count; ++i) y[start + i] = vals[i];
   }
+}
+
+// Which kernel runs a chain. kGeneric interprets the chain per element (every chain, layout and
+// alignment); kFixed is compiled for one of the common chains below (16-byte vectors, several in
+// flight per thread, the bias read once per vector where the layout allows) and falls back to
+// kGeneric where the chain, the data type, the layout or the alignment has none. Both give the
+// same bytes: they share apply_epilogue_op().
+enum class EpilogueKernel { kGeneric, kFixed };
+inline constexpr EpilogueKernel kDefaultEpilogueKernel = EpilogueKernel::kFixed;
+
+// The storage types the kernels are built for.
+enum class EpilogueType { kFloat, kHalf, kBFloat16, kDouble };
+
+// The chains with a fixed kernel (kFixedChainOps lists their ops, in this order).
+enum class FixedChain : int {
+  kNone = -1,
+  kBias,
+  kBiasRelu,
+  kBiasAdd,
+  kBiasAddRelu,
+  kAddRelu,
+  kRelu,
+  kBiasGelu,
+  kBiasSilu,
+};
+inline constexpr int kFixedChains = 8;
+struct FixedChainOps {
+  int count;
+  uint8_t ops[3];
+};
+inline constexpr FixedChainOps kFixedChainOps[kFixedChains] = {
+    {1, {kOpBias}},          {2, {kOpBias, kOpRelu}},
+    {2, {kOpBias, kOpAdd}},  {3, {kOpBias, kOpAdd, kOpRelu}},
+    {2, {kOpAdd, kOpRelu}},  {1, {kOpRelu}},
+    {2, {kOpBias, kOpGelu}}, {2, {kOpBias, kOpSilu}}};
+
+// The fixed chain equal to p's chain (op for op; the add's scale is a parameter), or kNone.
+inline FixedChain fixed_chain(const EpilogueParams& p) {
+  for (int f = 0; f < kFixedChains; ++f) {
+    const FixedChainOps& c = kFixedChainOps[f];
+    bool same = c.count == p.op_count;
+    for (int i = 0; same && i < c.count; ++i) same = c.ops[i] == p.ops[i];
+    if (same) return static_cast<FixedChain>(f);
+  }
+  return FixedChain::kNone;
+}
+
+// How a fixed kernel finds a vector's bias: one 16-byte load (channels-last with a channel count
+// that is a multiple of the vector, a contiguous, aligned bias), one value per vector (each vector
+// within one channel's plane: channels-first with a plane size that is a multiple of the vector),
+// or element by element, stepping the channel as the generic kernel does.
+enum class FixedBiasMode { kVector, kPlane, kStep };
+
+inline int epilogue_vector(EpilogueType t) {
+  return t == EpilogueType::kDouble ? 2 : (t == EpilogueType::kFloat ? 4 : 8);
+}
+
+inline FixedBiasMode fixed_bias_mode(const EpilogueParams& p, EpilogueType t, uintptr_t bias) {
+  const int v = epilogue_vector(t);
+  if (!epilogue_has(p, kOpBias)) return FixedBiasMode::kVector;  // no bias to find
+  if (p.channel_stride == 1 && p.channels % v == 0 && p.bias_stride == 1 && bias % 16 == 0)
+    return FixedBiasMode::kVector;
+  if (p.channel_stride % v == 0) return FixedBiasMode::kPlane;
+  return FixedBiasMode::kStep;
+}
+
+// The kernel that runs `requested` on these pointers: kFixed only for a fixed chain over a packed
+// fp32/fp16/bf16 output of fewer than 2^31 elements whose y (and residual) are 16-byte aligned.
+inline EpilogueKernel select_epilogue_kernel(EpilogueKernel requested, const EpilogueParams& p,
+                                             EpilogueType t, uintptr_t y, uintptr_t residual) {
+  if (requested != EpilogueKernel::kFixed || t == EpilogueType::kDouble || !p.packed) {
+    return EpilogueKernel::kGeneric;
+  }
+  if (p.elements <= 0 || p.elements >= (int64_t{1} << 31) || y % 16 != 0) {
+    return EpilogueKernel::kGeneric;
+  }
+  if (epilogue_has(p, kOpAdd) && residual % 16 != 0) return EpilogueKernel::kGeneric;
+  return fixed_chain(p) == FixedChain::kNone ? EpilogueKernel::kGeneric : EpilogueKernel::kFixed;
 }
 
 // Element e (in logical row-major order) of an output of any strides.

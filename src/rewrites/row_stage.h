@@ -51,8 +51,10 @@ inline int32_t round_up(int32_t v, int32_t m) { return (v + m - 1) / m * m; }
 // The plan of `t` (prepare_fast() done) for a destination at dst_addr and a source at src_addr, or
 // false where the fast path does not apply: not channels-last, alpha/beta, 64-bit offsets, a row
 // that does not split into 16-byte vectors, a misaligned destination, or rows too long to stage.
+// min_tiles: fewer rows per tile where the rows would otherwise make fewer tiles (the launch
+// passes twice the multiprocessors, so that a small tensor, a filter, still spreads over the GPU).
 inline bool make_row_plan(const TransformDesc& t, uintptr_t src_addr, uintptr_t dst_addr,
-                          RowPlan* p) {
+                          RowPlan* p, int32_t min_tiles = 1) {
   const int rank = t.spatial_dims + 2;
   if (t.spatial_dims < 1 || t.dst_mem_to_logical[rank - 1] != 1 || t.scaled()) return false;
   if (t.elem_bytes != 2 && t.elem_bytes != 4 && t.elem_bytes != 8) return false;
@@ -89,6 +91,10 @@ inline bool make_row_plan(const TransformDesc& t, uintptr_t src_addr, uintptr_t 
   int64_t r = kStageBudgetBytes / (row_bytes > 0 ? row_bytes : 1);
   if (r * p->staged > kStageThreads) r = kStageThreads / p->staged;
   if (r > p->rows) r = p->rows;
+  if (min_tiles > 1) {
+    const int64_t spread = (int64_t{p->rows} + min_tiles - 1) / min_tiles;
+    if (r > spread) r = spread;
+  }
   p->rows_per_tile = static_cast<int32_t>(r < 1 ? 1 : r);
   // 16-byte loads where the source and every row start are 16-byte aligned.
   bool aligned = src_addr % 16 == 0 && (ls * e) % 16 == 0 && (ss[0] * e) % 16 == 0;
@@ -102,6 +108,32 @@ inline bool make_row_plan(const TransformDesc& t, uintptr_t src_addr, uintptr_t 
   p->stage_at = round_up(p->source_at + rs * 8, 16);
   p->smem_bytes = p->stage_at + round_up(rs * p->src_len * e, 16);
   return p->smem_bytes <= kMaxStageSmemBytes;
+}
+
+// The pipelined kernel (transform_kernels.cu) over a RowPlan: the column map once per block, then
+// two buffers of (addends, source offsets, staged rows), each laid out as the staged kernel's, so
+// that the next tile's rows are copied in (cp.async, 16 bytes each) while this tile's are written.
+// It needs 16-byte loads, and both buffers and the map in the default 48 KB of shared memory.
+inline constexpr int32_t kPipeMaxSmemBytes = 48 * 1024;
+
+struct PipeLayout {
+  int32_t buffer_at = 0, buffer_bytes = 0;             // buffer b at buffer_at + b * buffer_bytes
+  int32_t addend_at = 0, source_at = 0, stage_at = 0;  // within a buffer
+  int32_t smem_bytes = 0;
+};
+
+// The layout for plan p of elements of elem_bytes, or false where the pipelined kernel does not
+// apply (then the staged kernel runs).
+inline bool make_pipe_layout(const RowPlan& p, int32_t elem_bytes, PipeLayout* l) {
+  if (p.load_unit != 16) return false;
+  const int32_t rs = p.rows_per_tile * p.staged;
+  l->buffer_at = round_up(p.dst_len * 4, 16);
+  l->addend_at = 0;
+  l->source_at = round_up(p.rows_per_tile * 4, 16);
+  l->stage_at = round_up(l->source_at + rs * 8, 16);
+  l->buffer_bytes = l->stage_at + round_up(rs * p.src_len * elem_bytes, 16);
+  l->smem_bytes = l->buffer_at + 2 * l->buffer_bytes;
+  return l->smem_bytes <= kPipeMaxSmemBytes;
 }
 
 // Destination column i's element within its row's staged source rows, before the row's addend;

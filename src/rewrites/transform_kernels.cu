@@ -1,7 +1,8 @@
 // The transform kernels. Channels-last copies whose rows split into 16-byte vectors (the stems)
 // take the row-staged kernel (row_stage.h: whole source rows through shared memory, 16-byte loads
-// and stores); the rest take a gather with the destination written in 16-byte vectors, indices
-// in 32 bits where every offset fits.
+// and stores), or its pipelined variant (the next tile's rows copied in while this one's are
+// written; TransformKernel); the rest take a gather with the destination written in 16-byte
+// vectors, indices in 32 bits where every offset fits.
 #include "rewrites/transform_kernels.h"
 
 #include "rewrites/row_stage.h"
@@ -120,13 +121,47 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// Writes destination rows [row0, row0 + n) from their staged source rows, in 16-byte vectors. The
+// column map is read as 16-byte vectors too, so that a warp's reads of it do not conflict.
+template <typename T>
+__device__ __forceinline__ void write_rows(const RowPlan& p, const int32_t* columns,
+                                           const int32_t* addend, const T* stage,
+                                           T* __restrict__ dst, int32_t row0, int32_t n) {
+  constexpr int V = 16 / sizeof(T);
+  T* out = dst + static_cast<int64_t>(row0) * p.dst_len;
+  const uint32_t vectors = static_cast<uint32_t>(n * p.dst_len / V);
+  for (uint32_t g = threadIdx.x; g < vectors; g += kStageThreads) {
+    const uint32_t at = g * V;
+    const uint32_t r = fast_div(p.dst_len_div, at);
+    const uint32_t i = at - r * static_cast<uint32_t>(p.dst_len);
+    int32_t col[V];
+    if constexpr (V >= 4) {
+#pragma unroll
+      for (int q = 0; q < V / 4; ++q) {
+        const int4 c4 = reinterpret_cast<const int4*>(columns + i)[q];
+        col[4 * q] = c4.x;
+        col[4 * q + 1] = c4.y;
+        col[4 * q + 2] = c4.z;
+        col[4 * q + 3] = c4.w;
+      }
+    } else {
+      const int2 c2 = *reinterpret_cast<const int2*>(columns + i);
+      col[0] = c2.x;
+      col[1] = c2.y;
+    }
+    const T* row = stage + static_cast<int32_t>(r) * p.staged * p.src_len + addend[r];
+    Vec<T, V> o;
+#pragma unroll
+    for (int j = 0; j < V; ++j) o.v[j] = col[j] < 0 ? T(0) : row[col[j]];
+    reinterpret_cast<Vec<T, V>*>(out)[g] = o;
+  }
+}
+
 // The row-staged fast path (row_stage.h): a block stages the source rows of R destination rows
 // with coalesced loads of kUnit bytes, then writes the R rows (contiguous) in 16-byte vectors.
-// The column map is read as 16-byte vectors too, so that a warp's reads of it do not conflict.
 template <typename T, typename Unit>
 __global__ void __launch_bounds__(kStageThreads)
     staged_copy_kernel(TransformDesc t, RowPlan p, const T* __restrict__ src, T* __restrict__ dst) {
-  constexpr int V = 16 / sizeof(T);
   extern __shared__ __align__(16) unsigned char smem[];
   int32_t* columns = reinterpret_cast<int32_t*>(smem);
   int32_t* addend = reinterpret_cast<int32_t*>(smem + p.addend_at);
@@ -170,33 +205,100 @@ __global__ void __launch_bounds__(kStageThreads)
       }
     }
     __syncthreads();
-    T* out = dst + static_cast<int64_t>(row0) * p.dst_len;
-    const uint32_t vectors = static_cast<uint32_t>(n * p.dst_len / V);
-    for (uint32_t g = tid; g < vectors; g += kStageThreads) {
-      const uint32_t at = g * V;
-      const uint32_t r = fast_div(p.dst_len_div, at);
-      const uint32_t i = at - r * static_cast<uint32_t>(p.dst_len);
-      int32_t col[V];
-      if constexpr (V >= 4) {
-#pragma unroll
-        for (int q = 0; q < V / 4; ++q) {
-          const int4 c4 = reinterpret_cast<const int4*>(columns + i)[q];
-          col[4 * q] = c4.x;
-          col[4 * q + 1] = c4.y;
-          col[4 * q + 2] = c4.z;
-          col[4 * q + 3] = c4.w;
-        }
-      } else {
-        const int2 c2 = *reinterpret_cast<const int2*>(columns + i);
-        col[0] = c2.x;
-        col[1] = c2.y;
-      }
-      const T* row = stage + static_cast<int32_t>(r) * p.staged * p.src_len + addend[r];
-      Vec<T, V> o;
-#pragma unroll
-      for (int j = 0; j < V; ++j) o.v[j] = col[j] < 0 ? T(0) : row[col[j]];
-      reinterpret_cast<Vec<T, V>*>(out)[g] = o;
+    write_rows<T>(p, columns, addend, stage, dst, row0, n);
+  }
+}
+
+// Tile `tile` (its first row and its count of rows) of the plan.
+__device__ __forceinline__ int32_t tile_rows(const RowPlan& p, int32_t tile, int32_t* row0) {
+  *row0 = tile * p.rows_per_tile;
+  return min(p.rows_per_tile, p.rows - *row0);
+}
+
+// One 16-byte copy into shared memory, zeros where !valid: cp.async (sm_80 and later: the copy
+// bypasses the registers and runs while the thread goes on), else a load and a store.
+__device__ __forceinline__ void copy16_async(void* smem, const void* gmem, bool valid) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const unsigned to = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(to), "l"(gmem),
+               "r"(valid ? 16 : 0)
+               : "memory");
+#else
+  *static_cast<uint4*>(smem) = valid ? __ldg(static_cast<const uint4*>(gmem)) : uint4{0, 0, 0, 0};
+#endif
+}
+__device__ __forceinline__ void copy_async_commit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+}
+// Waits until at most one committed group (the next tile's) is in flight.
+__device__ __forceinline__ void copy_async_wait_all_but_one() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+#endif
+}
+
+// Starts copying tile `tile`'s source rows into buffer `buf` (PipeLayout): the staged kernel's
+// source offsets and addends, then 16-byte copies in flight. Every thread of the block calls it.
+template <typename T>
+__device__ __forceinline__ void issue_tile(const TransformDesc& t, const RowPlan& p,
+                                           const PipeLayout& l, const T* __restrict__ src,
+                                           unsigned char* buf, int32_t tile) {
+  constexpr int V = 16 / sizeof(T);
+  int32_t* addend = reinterpret_cast<int32_t*>(buf + l.addend_at);
+  int64_t* source = reinterpret_cast<int64_t*>(buf + l.source_at);
+  unsigned char* stage = buf + l.stage_at;
+  const int32_t tid = static_cast<int32_t>(threadIdx.x);
+  int32_t row0 = 0;
+  const int32_t n = tile_rows(p, tile, &row0);
+  if (tid < n * p.staged) {
+    const int32_t r = tid / p.staged;
+    int32_t add = 0;
+    source[tid] = staged_row_source(t, p, row0 + r, tid - r * p.staged, &add);
+    if (tid == r * p.staged) addend[r] = add;
+  }
+  __syncthreads();
+  const uint32_t units = p.load_div.divisor;
+  const uint32_t loads = static_cast<uint32_t>(n * p.staged) * units;
+  for (uint32_t u = tid; u < loads; u += kStageThreads) {
+    const uint32_t k = fast_div(p.load_div, u);
+    const int64_t from = source[k];
+    const T* at = from >= 0 ? src + from + static_cast<int64_t>(u - k * units) * V : src;
+    copy16_async(stage + static_cast<size_t>(u) * 16, at, from >= 0);
+  }
+  copy_async_commit();
+}
+
+// The pipelined variant of the staged kernel (PipeLayout): resident blocks, each computing the
+// column map once and taking tiles blockIdx.x, + gridDim.x, ...; tile i + 1's rows are in flight
+// while tile i is written. Same index functions, so the same bytes.
+template <typename T>
+__global__ void __launch_bounds__(kStageThreads)
+    pipelined_copy_kernel(TransformDesc t, RowPlan p, PipeLayout l, const T* __restrict__ src,
+                          T* __restrict__ dst) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  int32_t* columns = reinterpret_cast<int32_t*>(smem);
+  for (int32_t i = static_cast<int32_t>(threadIdx.x); i < p.dst_len; i += kStageThreads)
+    columns[i] = column_source(t, p, i);
+  const int32_t tiles = (p.rows + p.rows_per_tile - 1) / p.rows_per_tile;
+  const int32_t step = static_cast<int32_t>(gridDim.x);
+  int32_t tile = static_cast<int32_t>(blockIdx.x);
+  if (tile < tiles) issue_tile<T>(t, p, l, src, smem + l.buffer_at, tile);
+  for (int32_t b = 0; tile < tiles; tile += step, b ^= 1) {
+    unsigned char* buf = smem + l.buffer_at + b * l.buffer_bytes;
+    if (tile + step < tiles) {
+      issue_tile<T>(t, p, l, src, smem + l.buffer_at + (b ^ 1) * l.buffer_bytes, tile + step);
+    } else {
+      copy_async_commit();  // an empty group: the wait below then covers this tile's copies
     }
+    copy_async_wait_all_but_one();
+    __syncthreads();  // every thread's copies of this tile have landed
+    int32_t row0 = 0;
+    const int32_t n = tile_rows(p, tile, &row0);
+    write_rows<T>(p, columns, reinterpret_cast<const int32_t*>(buf + l.addend_at),
+                  reinterpret_cast<const T*>(buf + l.stage_at), dst, row0, n);
+    __syncthreads();  // this buffer is read before the next iteration refills it
   }
 }
 
@@ -278,12 +380,55 @@ int launch_fast_layout(const TransformDesc& t, const void* src, void* dst, cudaS
   }
 }
 
-// The row-staged path where it applies (make_row_plan); false: use the gather.
+// The device's multiprocessors and shared memory per multiprocessor (the resident grid).
+void device_shape(int* sms, int* smem_per_sm) {
+  int device = 0;
+  *sms = 0;
+  *smem_per_sm = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return;
+  cudaDeviceGetAttribute(sms, cudaDevAttrMultiProcessorCount, device);
+  cudaDeviceGetAttribute(smem_per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device);
+}
+
+// The pipelined kernel where its layout applies: a grid of the blocks that fit at once.
+bool try_launch_pipelined(const TransformDesc& t, const RowPlan& p, int sms, int smem_per_sm,
+                          const void* src, void* dst, cudaStream_t stream) {
+  PipeLayout l;
+  if (!make_pipe_layout(p, t.elem_bytes, &l)) return false;
+  int resident = smem_per_sm / (l.smem_bytes + 1024);  // 1 KB reserved per block
+  const int by_threads = 2048 / kStageThreads;
+  resident = resident < 1 ? 1 : (resident > by_threads ? by_threads : resident);
+  const int32_t tiles = (p.rows + p.rows_per_tile - 1) / p.rows_per_tile;
+  const int64_t want = int64_t{sms > 0 ? sms : 1} * resident;
+  const int32_t grid = static_cast<int32_t>(tiles < want ? tiles : want);
+  auto launch = [&](auto tag) {
+    using T = decltype(tag);
+    pipelined_copy_kernel<T><<<grid, kStageThreads, l.smem_bytes, stream>>>(
+        t, p, l, static_cast<const T*>(src), static_cast<T*>(dst));
+  };
+  switch (t.elem_bytes) {
+    case 2: launch(uint16_t{}); break;
+    case 8: launch(uint64_t{}); break;
+    default: launch(uint32_t{}); break;
+  }
+  return true;
+}
+
+// The row-staged path where it applies (make_row_plan), pipelined where asked and possible;
+// false: use the gather.
 bool try_launch_staged(const TransformDesc& t, const void* src, void* dst, cudaStream_t stream,
-                       int* error) {
+                       TransformKernel kernel, int* error) {
+  int sms = 0, smem_per_sm = 0;
+  device_shape(&sms, &smem_per_sm);
   RowPlan p;
-  if (!make_row_plan(t, reinterpret_cast<uintptr_t>(src), reinterpret_cast<uintptr_t>(dst), &p)) {
+  if (!make_row_plan(t, reinterpret_cast<uintptr_t>(src), reinterpret_cast<uintptr_t>(dst), &p,
+                     2 * sms)) {
     return false;
+  }
+  if (kernel == TransformKernel::kPipelined &&
+      try_launch_pipelined(t, p, sms, smem_per_sm, src, dst, stream)) {
+    *error = static_cast<int>(cudaPeekAtLastError());
+    return true;
   }
   const int32_t tiles = (p.rows + p.rows_per_tile - 1) / p.rows_per_tile;
   const int32_t grid = tiles < 8192 ? tiles : 8192;
@@ -308,13 +453,14 @@ bool try_launch_staged(const TransformDesc& t, const void* src, void* dst, cudaS
 
 }  // namespace
 
-int launch_transform(const TransformDesc& desc, const void* src, void* dst, cudaStream_t stream) {
+int launch_transform(const TransformDesc& desc, const void* src, void* dst, cudaStream_t stream,
+                     TransformKernel kernel) {
   if (desc.dst_elements == 0) return 0;
   if (!fits_32(desc)) return launch_indexed<int64_t>(desc, src, dst, stream);
   TransformDesc t = desc;
   prepare_fast(t);
   int error = 0;
-  if (try_launch_staged(t, src, dst, stream, &error)) return error;
+  if (try_launch_staged(t, src, dst, stream, kernel, &error)) return error;
   const bool last = t.dst_mem_to_logical[t.spatial_dims + 1] == 1 && t.spatial_dims > 0;
   return last ? launch_fast_layout<true>(t, src, dst, stream)
               : launch_fast_layout<false>(t, src, dst, stream);

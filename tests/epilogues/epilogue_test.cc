@@ -215,5 +215,97 @@ TEST(EpilogueParams, PackedLayoutsStepChannelsBySpatialSizeOrOne) {
   EXPECT_TRUE(epilogue_detail::epilogue_params(nchw).packed);
 }
 
+// Fixed-kernel selection (epilogue_math.h): which chains have one, and where the generic kernel
+// runs instead. The kernels themselves are compared byte for byte on the GPU
+// (FusedGpuTest.FixedEpilogueKernelsMatchTheGenericKernelByteForByte).
+namespace ed = epilogue_detail;
+
+ed::EpilogueParams params_of(const std::string& text) {
+  StatusOr<ConvProblem> p = parse_problem(text);
+  EXPECT_TRUE(p.ok()) << text;
+  return p.ok() ? ed::epilogue_params(*p) : ed::EpilogueParams{};
+}
+
+TEST(EpilogueKernelSelection, CommonChainsHaveAFixedKernel) {
+  const std::pair<const char*, ed::FixedChain> cases[] = {
+      {"bias", ed::FixedChain::kBias},
+      {"bias+relu", ed::FixedChain::kBiasRelu},
+      {"bias+add", ed::FixedChain::kBiasAdd},
+      {"bias+add+relu", ed::FixedChain::kBiasAddRelu},
+      {"bias+add*0.5+relu", ed::FixedChain::kBiasAddRelu},  // the scale is a parameter
+      {"add+relu", ed::FixedChain::kAddRelu},
+      {"relu", ed::FixedChain::kRelu},
+      {"bias+gelu", ed::FixedChain::kBiasGelu},
+      {"bias+silu", ed::FixedChain::kBiasSilu},
+  };
+  for (const auto& [chain, fixed] : cases) {
+    EXPECT_EQ(
+        ed::fixed_chain(params_of(std::string("dt:bf16,layout:nhwc,post:") + chain + "/" + kOdd)),
+        fixed)
+        << chain;
+  }
+  for (const char* chain : {"relu+bias", "bias+relu6", "bias+add+gelu", "add", "bias+relu+relu",
+                            "gelu_tanh", "bias+add+relu+tanh"}) {
+    EXPECT_EQ(ed::fixed_chain(params_of(std::string("post:") + chain + "/" + kOdd)),
+              ed::FixedChain::kNone)
+        << chain;
+  }
+}
+
+TEST(EpilogueKernelSelection, FallsBackToTheGenericKernel) {
+  const auto select = [](const ed::EpilogueParams& p, ed::EpilogueType t, uintptr_t y,
+                         uintptr_t residual,
+                         ed::EpilogueKernel requested = ed::kDefaultEpilogueKernel) {
+    return ed::select_epilogue_kernel(requested, p, t, y, residual);
+  };
+  constexpr auto kFixed = ed::EpilogueKernel::kFixed, kGeneric = ed::EpilogueKernel::kGeneric;
+  EXPECT_EQ(ed::kDefaultEpilogueKernel, kFixed);
+  const ed::EpilogueParams p = params_of(std::string("layout:nhwc,post:bias+add+relu/") + kOdd);
+  for (auto t : {ed::EpilogueType::kFloat, ed::EpilogueType::kHalf, ed::EpilogueType::kBFloat16})
+    EXPECT_EQ(select(p, t, 4096, 8192), kFixed);
+  EXPECT_EQ(select(p, ed::EpilogueType::kDouble, 4096, 8192), kGeneric);          // no fp64 kernels
+  EXPECT_EQ(select(p, ed::EpilogueType::kHalf, 4096, 8192, kGeneric), kGeneric);  // asked for
+  EXPECT_EQ(select(p, ed::EpilogueType::kHalf, 4098, 8192), kGeneric);            // y unaligned
+  EXPECT_EQ(select(p, ed::EpilogueType::kHalf, 4096, 8194), kGeneric);  // residual unaligned
+  const ed::EpilogueParams no_add = params_of(std::string("layout:nhwc,post:bias+relu/") + kOdd);
+  EXPECT_EQ(select(no_add, ed::EpilogueType::kHalf, 4096, 2), kFixed);  // no residual read
+  ed::EpilogueParams strided = p;
+  strided.packed = false;
+  EXPECT_EQ(select(strided, ed::EpilogueType::kHalf, 4096, 8192), kGeneric);
+  ed::EpilogueParams huge = p;
+  huge.elements = int64_t{1} << 31;  // 32-bit indices only
+  EXPECT_EQ(select(huge, ed::EpilogueType::kHalf, 4096, 8192), kGeneric);
+  const ed::EpilogueParams other = params_of(std::string("post:bias+add+elu/") + kOdd);
+  EXPECT_EQ(select(other, ed::EpilogueType::kHalf, 4096, 8192), kGeneric);
+  // Through the problem: the same answer.
+  const ConvProblem prob = *parse_problem(std::string("dt:bf16,layout:nhwc,post:relu/") + kOdd);
+  alignas(16) static uint16_t buffer[16];
+  EXPECT_EQ(ed::epilogue_kernel_for(prob, ed::kDefaultEpilogueKernel, buffer, nullptr), kFixed);
+  EXPECT_EQ(ed::epilogue_kernel_for(prob, ed::kDefaultEpilogueKernel, buffer + 1, nullptr),
+            kGeneric);
+}
+
+TEST(EpilogueKernelSelection, BiasModeFollowsTheLayout) {
+  constexpr auto kHalf = ed::EpilogueType::kHalf, kFloat = ed::EpilogueType::kFloat;
+  // Channels-last: one 16-byte bias load per vector where K splits into vectors.
+  const auto nhwc = [](int k) {
+    return params_of("dt:f16,layout:nhwc,post:bias+relu/g1mb2ic4ih5iw5oc" + std::to_string(k) +
+                     "kh1kw1");
+  };
+  EXPECT_EQ(ed::fixed_bias_mode(nhwc(64), kHalf, 4096), ed::FixedBiasMode::kVector);
+  EXPECT_EQ(ed::fixed_bias_mode(nhwc(64), kHalf, 4098), ed::FixedBiasMode::kStep);  // unaligned
+  EXPECT_EQ(ed::fixed_bias_mode(nhwc(12), kHalf, 4096), ed::FixedBiasMode::kStep);
+  EXPECT_EQ(ed::fixed_bias_mode(nhwc(12), kFloat, 4096), ed::FixedBiasMode::kVector);
+  // Channels-first: one bias value per vector where a plane splits into vectors.
+  const auto nchw = [](int hw) {
+    return params_of("dt:f16,post:bias+relu/g1mb2ic4ih" + std::to_string(hw) + "iw" +
+                     std::to_string(hw) + "oc6kh1kw1");
+  };
+  EXPECT_EQ(ed::fixed_bias_mode(nchw(2), kHalf, 4096), ed::FixedBiasMode::kStep);    // 4 % 8
+  EXPECT_EQ(ed::fixed_bias_mode(nchw(2), kFloat, 4096), ed::FixedBiasMode::kPlane);  // 4 % 4
+  EXPECT_EQ(ed::fixed_bias_mode(nchw(4), kHalf, 4096), ed::FixedBiasMode::kPlane);   // 16 % 8
+  EXPECT_EQ(ed::fixed_bias_mode(nchw(7), kHalf, 4096), ed::FixedBiasMode::kStep);
+}
+
 }  // namespace
 }  // namespace convplan

@@ -207,6 +207,64 @@ TEST_F(FusedGpuTest, EpilogueKernelMatchesItsHostTwin) {
   }
 }
 
+// The fixed kernels against the generic one, byte for byte: every fixed chain x fp32/fp16/bf16 x
+// NHWC/NCHW, on shapes that take each bias mode (K a multiple of the vector or not, planes that
+// split into vectors or not) with odd element counts (a partial last vector), the add's scale
+// other than 1, and the fallback where y is not 16-byte aligned.
+TEST_F(FusedGpuTest, FixedEpilogueKernelsMatchTheGenericKernelByteForByte) {
+  namespace ed = epilogue_detail;
+  const char* convs[] = {
+      "g1mb3ic4ih5iw7oc37oh5ow7kh1kw1",     // K odd, planes of 35: the stepping modes, a tail
+      "g1mb2ic4ih8iw8oc64oh8ow8kh1kw1",     // K and planes multiples of 8: vector and plane
+      "g1mb1ic4ih3iw3oc24oh3ow3kh1kw1",     // K % 8 == 0 with 9-element planes
+      "g1mb5ic4ih11iw13oc16oh11ow13kh1kw1"  // many vectors per thread's chunk, odd planes
+  };
+  const char* chains[] = {"bias",          "bias+relu", "bias+add*0.5", "bias+add+relu",
+                          "add*-1.5+relu", "relu",      "bias+gelu",    "bias+silu"};
+  int compared = 0;
+  for (const char* dt : {"f32", "f16", "bf16"}) {
+    for (const char* layout : {"nhwc", "nchw"}) {
+      for (const char* chain : chains) {
+        for (const char* conv : convs) {
+          const std::string text = chain_problem(dt, layout, chain, conv);
+          StatusOr<ConvProblem> p = parse_problem(text);
+          ASSERT_TRUE(p.ok()) << text;
+          StatusOr<Tensors> t = make_tensors(*p, 23);
+          ASSERT_TRUE(t.ok()) << t.status().to_string();
+          const size_t n = t->y.size(), bytes = n * static_cast<size_t>(size_of(p->data_type));
+          for (size_t shift : {size_t{0}, static_cast<size_t>(size_of(p->data_type))}) {
+            // y: values beyond ReLU's cut and the activations' knees, one element of slack.
+            std::vector<double> y(n + 1);
+            for (size_t i = 0; i < y.size(); ++i) y[i] = t->x[i % t->x.size()] * 5 - 0.3;
+            StatusOr<DeviceBuffer> a = upload(p->data_type, y), b = upload(p->data_type, y);
+            ASSERT_TRUE(a.ok() && b.ok());
+            void* ya = static_cast<char*>(a->get()) + shift;
+            void* yb = static_cast<char*>(b->get()) + shift;
+            EXPECT_EQ(
+                ed::epilogue_kernel_for(*p, ed::EpilogueKernel::kFixed, ya, t->dresidual.get()),
+                shift == 0 ? ed::EpilogueKernel::kFixed : ed::EpilogueKernel::kGeneric)
+                << text;
+            ASSERT_TRUE(ed::enqueue_epilogue(ctx_->stream(), *p, ya, t->dbias.get(),
+                                             t->dresidual.get(), ed::EpilogueKernel::kFixed)
+                            .ok());
+            ASSERT_TRUE(ed::enqueue_epilogue(ctx_->stream(), *p, yb, t->dbias.get(),
+                                             t->dresidual.get(), ed::EpilogueKernel::kGeneric)
+                            .ok());
+            std::vector<uint8_t> fixed(bytes), generic(bytes);
+            ASSERT_TRUE(backend_->copy_to_host(ctx_->handle(), fixed.data(), ya, bytes).ok());
+            ASSERT_TRUE(backend_->copy_to_host(ctx_->handle(), generic.data(), yb, bytes).ok());
+            size_t first = 0;
+            while (first < bytes && fixed[first] == generic[first]) ++first;
+            EXPECT_EQ(first, bytes) << text << " shift " << shift << ": first differing byte";
+            ++compared;
+          }
+        }
+      }
+    }
+  }
+  std::printf("fixed vs generic epilogue: %d cases compared byte for byte\n", compared);
+}
+
 // A fused and an unfused plan captured into a CUDA graph give the output of a plain execute.
 TEST_F(FusedGpuTest, FusedAndUnfusedPlansRunInsideCudaGraphCapture) {
   StatusOr<ConvProblem> p =

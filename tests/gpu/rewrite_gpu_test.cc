@@ -25,6 +25,8 @@
 #include "convplan/reference.h"
 #include "convplan/rewrite.h"
 #include "convplan/tuner.h"
+#include "rewrites/rewrite_internal.h"
+#include "rewrites/transform_kernels.h"
 #include "support/gpu.h"
 
 namespace convplan {
@@ -184,6 +186,87 @@ class RewriteGpuTest : public ::testing::Test {
   std::optional<CudnnContext> ctx_;
   std::shared_ptr<Backend> backend_;
 };
+
+// Both transform kernels (staged, pipelined) write the host twin's bytes: the stems' inputs
+// (several tiles per resident block at b64), their filters (few rows, spread over the SMs),
+// depth-to-space back, fp32, 3-D, odd sizes, and a source one element off 16-byte alignment (the
+// pipelined kernel falls back to the staged one there).
+TEST_F(RewriteGpuTest, TransformKernelsMatchTheHostTwinByteForByte) {
+  struct Case {
+    const char* problem;
+    const char* rewrite;
+    TensorRole tensor;
+    bool to;
+  };
+  const Case cases[] = {
+      {"dt:bf16,layout:nhwc/mb64ic3ih224iw224oc64kh7kw7sh2sw2ph3pw3", "s2d2", TensorRole::kX, true},
+      {"dt:bf16,layout:nhwc/mb8ic3ih224iw224oc64kh7kw7sh2sw2ph3pw3", "s2d2c8", TensorRole::kX,
+       true},
+      {"dt:bf16,layout:nhwc/mb8ic3ih224iw224oc64kh7kw7sh2sw2ph3pw3", "c4", TensorRole::kX, true},
+      {"dt:bf16,layout:nhwc/mb8ic3ih224iw224oc64kh7kw7sh2sw2ph3pw3", "s2d2", TensorRole::kW, true},
+      {"dir:bwd_data,dt:bf16,layout:nhwc/mb8ic3ih224iw224oc64kh7kw7sh2sw2ph3pw3", "s2d2",
+       TensorRole::kX, false},
+      {"layout:nhwc/mb4ic3ih224iw224oc64kh7kw7sh2sw2ph3pw3", "s2d2", TensorRole::kX, true},
+      {"dt:bf16,layout:nhwc/mb8ic3ih224iw224oc64kh11kw11sh4sw4ph2pw2", "s2d4", TensorRole::kX,
+       true},
+      {"dt:bf16,layout:nhwc/mb2ic3id16ih56iw56oc32kd3kh7kw7sd2sh2sw2pd1ph3pw3", "s2d2",
+       TensorRole::kX, true},
+      {"dt:bf16,layout:nhwc/mb3ic3ih37iw45oc16kh7kw7sh2sw2ph3pw3", "s2d2", TensorRole::kX, true},
+      {"dt:f16,layout:nhwc/mb5ic5ih33iw31oc8kh5kw5sh2sw2ph2pw2", "s2d2c8", TensorRole::kX, true},
+      {"dt:bf16/mb4ic3ih57iw57oc16kh7kw7sh2sw2ph3pw3", "s2d2", TensorRole::kX, true},  // gather
+  };
+  int compared = 0;
+  for (const Case& c : cases) {
+    auto p = parse_problem(c.problem);
+    auto spec = RewriteSpec::parse(c.rewrite);
+    ASSERT_TRUE(p.ok() && spec.ok()) << c.problem;
+    auto r = make_rewrite(*p, *spec);
+    ASSERT_TRUE(r.ok()) << c.problem << " " << c.rewrite << ": " << r.status().to_string();
+    const DataType dt = p->data_type;
+    const int64_t elem = size_of(dt);
+    const ConvProblem& from = c.to ? r->original : r->rewritten;
+    const ConvProblem& to = c.to ? r->rewritten : r->original;
+    const int64_t n_src = from.shape_of(c.tensor).span_elements();
+    const int64_t n_dst = to.shape_of(c.tensor).span_elements();
+    std::vector<double> values(static_cast<size_t>(n_src));
+    std::mt19937_64 rng(5);
+    std::uniform_real_distribution<double> u(-2, 2);
+    for (double& v : values) v = u(rng);
+    // One element of slack before the source, for the misaligned run.
+    std::vector<unsigned char> src(static_cast<size_t>((n_src + 1) * elem));
+    to_data_type(dt, values.data(), src.data() + elem, n_src);
+    std::vector<unsigned char> want(static_cast<size_t>(n_dst * elem), 0xEE);
+    ASSERT_TRUE(
+        transform_host(*r, c.tensor, c.to, dt, src.data() + elem, want.data(), 1.0, 0.0).ok());
+    auto dsrc = DeviceBuffer::allocate(cuda_allocator(), src.size());
+    auto ddst = DeviceBuffer::allocate(cuda_allocator(), want.size());
+    ASSERT_TRUE(dsrc.ok() && ddst.ok());
+    const rewrites::TransformDesc t = rewrites::transform_desc(*r, c.tensor, c.to, 1.0, 0.0);
+    for (int64_t shift : {int64_t{0}, elem}) {
+      // The source at the buffer's start (aligned) or one element in (misaligned).
+      ASSERT_EQ(cudaMemcpy(dsrc->get(), src.data() + elem - shift, src.size() - (elem - shift),
+                           cudaMemcpyHostToDevice),
+                cudaSuccess);
+      for (auto kernel :
+           {rewrites::TransformKernel::kStaged, rewrites::TransformKernel::kPipelined}) {
+        ASSERT_EQ(cudaMemset(ddst->get(), 0xEE, want.size()), cudaSuccess);
+        const void* s = static_cast<const char*>(dsrc->get()) + shift;
+        ASSERT_EQ(rewrites::launch_transform(t, s, ddst->get(), nullptr, kernel), 0);
+        std::vector<unsigned char> got(want.size());
+        ASSERT_EQ(cudaMemcpy(got.data(), ddst->get(), got.size(), cudaMemcpyDeviceToHost),
+                  cudaSuccess);
+        size_t first = 0;
+        while (first < got.size() && got[first] == want[first]) ++first;
+        EXPECT_EQ(first, got.size())
+            << c.problem << " " << c.rewrite << " " << to_string(c.tensor) << " shift " << shift
+            << (kernel == rewrites::TransformKernel::kStaged ? " staged" : " pipelined")
+            << ": first differing byte";
+        ++compared;
+      }
+    }
+  }
+  std::printf("transform kernels vs host twin: %d runs compared byte for byte\n", compared);
+}
 
 TEST_F(RewriteGpuTest, ResNetStemEveryRewriteCandidateMatchesTheReference) {
   EXPECT_GT(check_every_candidate(problem(kStem, Direction::kForward), 4096), 0);

@@ -173,12 +173,12 @@ TEST_P(TransformTwin, KernelFastPathMatchesTheGenericGather) {
 // index functions, writes every destination element as source_offset() says, for element sizes
 // 2, 4 and 8 (16-byte vectors of 8, 4 and 2 elements). Returns whether the fast path applied.
 bool expect_row_staged_matches(const rewrites::TransformDesc& desc, int32_t elem_bytes,
-                               const std::string& what) {
+                               const std::string& what, int32_t min_tiles = 1) {
   rewrites::TransformDesc t = desc;
   t.elem_bytes = elem_bytes;
   rewrites::prepare_fast(t);
   rewrites::RowPlan plan;
-  if (!rewrites::make_row_plan(t, 0x1000, 0x2000, &plan)) return false;
+  if (!rewrites::make_row_plan(t, 0x1000, 0x2000, &plan, min_tiles)) return false;
   const int64_t src_elements =
       t.to_rewritten ? span_of(t.a_dims, t.a_strides) : span_of(t.b_dims, t.b_strides);
   std::vector<unsigned char> src(static_cast<size_t>(src_elements * elem_bytes));
@@ -278,6 +278,63 @@ TEST(RowStaged, CoversTheStemsAndFallsBackElsewhere) {
   rewrites::TransformDesc first = rewrites::transform_desc(*rn, TensorRole::kX, true, 1.0, 0.0);
   rewrites::prepare_fast(first);
   EXPECT_FALSE(rewrites::make_row_plan(first, 0x1000, 0x2000, &plan)) << "channels-first";
+}
+
+// A small tensor (the stem's filter: 256 rows that made 2 tiles) is spread over min_tiles tiles
+// (the launch passes twice the multiprocessors) and stays exact; a large one keeps its tile size.
+TEST(RowStaged, FewRowsSpreadOverMinTiles) {
+  auto p = parse_problem("dt:bf16,layout:nhwc/mb256ic3ih224iw224oc64kh7kw7sh2sw2ph3pw3");
+  ASSERT_TRUE(p.ok());
+  auto r = make_rewrite(*p, {2, 1, 1});
+  ASSERT_TRUE(r.ok());
+  rewrites::TransformDesc w = rewrites::transform_desc(*r, TensorRole::kW, true, 1.0, 0.0);
+  rewrites::prepare_fast(w);
+  rewrites::RowPlan one, spread;
+  ASSERT_TRUE(rewrites::make_row_plan(w, 0x1000, 0x2000, &one));
+  ASSERT_TRUE(rewrites::make_row_plan(w, 0x1000, 0x2000, &spread, 264));
+  EXPECT_LE((one.rows + one.rows_per_tile - 1) / one.rows_per_tile, 2);
+  EXPECT_GE((spread.rows + spread.rows_per_tile - 1) / spread.rows_per_tile, 256);
+  for (int32_t tiles : {7, 264}) {
+    EXPECT_TRUE(
+        expect_row_staged_matches(w, 2, "stem w, min_tiles " + std::to_string(tiles), tiles));
+  }
+  rewrites::TransformDesc x = rewrites::transform_desc(*r, TensorRole::kX, true, 1.0, 0.0);
+  rewrites::prepare_fast(x);
+  ASSERT_TRUE(rewrites::make_row_plan(x, 0x1000, 0x2000, &one));
+  ASSERT_TRUE(rewrites::make_row_plan(x, 0x1000, 0x2000, &spread, 264));
+  EXPECT_EQ(one.rows_per_tile, spread.rows_per_tile);
+}
+
+// The pipelined kernel's layout: for the stems' inputs (16-byte loads), two buffers and the
+// column map within 48 KB; not where the loads would be narrower (a misaligned source, the stem's
+// filter with rows of 42 bytes): those take the staged kernel.
+TEST(RowStaged, PipelinedLayoutWhereLoadsAreSixteenBytes) {
+  for (const char* text : {"dt:bf16,layout:nhwc/mb256ic3ih224iw224oc64kh7kw7sh2sw2ph3pw3",
+                           "dt:bf16,layout:nhwc/mb64ic3ih224iw224oc64kh11kw11sh4sw4ph2pw2",
+                           "layout:nhwc/mb256ic3ih224iw224oc64kh7kw7sh2sw2ph3pw3"}) {
+    auto p = parse_problem(text);
+    ASSERT_TRUE(p.ok());
+    auto r = make_rewrite(*p, {2, 1, 1});
+    ASSERT_TRUE(r.ok());
+    rewrites::TransformDesc x = rewrites::transform_desc(*r, TensorRole::kX, true, 1.0, 0.0);
+    rewrites::prepare_fast(x);
+    rewrites::RowPlan plan;
+    rewrites::PipeLayout l;
+    ASSERT_TRUE(rewrites::make_row_plan(x, 0x1000, 0x2000, &plan, 264)) << text;
+    ASSERT_TRUE(rewrites::make_pipe_layout(plan, x.elem_bytes, &l)) << text;
+    EXPECT_LE(l.smem_bytes, rewrites::kPipeMaxSmemBytes);
+    EXPECT_GE(l.buffer_at, plan.dst_len * 4);  // the column map comes first
+    EXPECT_EQ(l.buffer_bytes % 16, 0);
+    EXPECT_EQ(l.stage_at % 16, 0);
+    EXPECT_GE(l.buffer_bytes - l.stage_at,
+              plan.rows_per_tile * plan.staged * plan.src_len * x.elem_bytes);
+    ASSERT_TRUE(rewrites::make_row_plan(x, 0x1002, 0x2000, &plan, 264)) << text;
+    EXPECT_FALSE(rewrites::make_pipe_layout(plan, x.elem_bytes, &l)) << "misaligned source";
+    rewrites::TransformDesc w = rewrites::transform_desc(*r, TensorRole::kW, true, 1.0, 0.0);
+    rewrites::prepare_fast(w);
+    ASSERT_TRUE(rewrites::make_row_plan(w, 0x1000, 0x2000, &plan, 264)) << text;
+    EXPECT_FALSE(rewrites::make_pipe_layout(plan, w.elem_bytes, &l)) << "the filter's rows";
+  }
 }
 
 TEST(FastDiv, DividesLikeTheHardware) {
