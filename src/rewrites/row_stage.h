@@ -114,7 +114,6 @@ inline bool make_row_plan(const TransformDesc& t, uintptr_t src_addr, uintptr_t 
 // two buffers of (addends, source offsets, staged rows), each laid out as the staged kernel's, so
 // that the next tile's rows are copied in (cp.async, 16 bytes each) while this tile's are written.
 // It needs 16-byte loads, and both buffers and the map in the default 48 KB of shared memory.
-inline constexpr int32_t kPipeMaxSmemBytes = 48 * 1024;
 
 struct PipeLayout {
   int32_t buffer_at = 0, buffer_bytes = 0;             // buffer b at buffer_at + b * buffer_bytes
@@ -133,7 +132,7 @@ inline bool make_pipe_layout(const RowPlan& p, int32_t elem_bytes, PipeLayout* l
   l->stage_at = round_up(l->source_at + rs * 8, 16);
   l->buffer_bytes = l->stage_at + round_up(rs * p.src_len * elem_bytes, 16);
   l->smem_bytes = l->buffer_at + 2 * l->buffer_bytes;
-  return l->smem_bytes <= kPipeMaxSmemBytes;
+  return l->smem_bytes <= kMaxStageSmemBytes;
 }
 
 // Destination column i's element within its row's staged source rows, before the row's addend;

@@ -322,7 +322,7 @@ TEST(RowStaged, PipelinedLayoutWhereLoadsAreSixteenBytes) {
     rewrites::PipeLayout l;
     ASSERT_TRUE(rewrites::make_row_plan(x, 0x1000, 0x2000, &plan, 264)) << text;
     ASSERT_TRUE(rewrites::make_pipe_layout(plan, x.elem_bytes, &l)) << text;
-    EXPECT_LE(l.smem_bytes, rewrites::kPipeMaxSmemBytes);
+    EXPECT_LE(l.smem_bytes, rewrites::kMaxStageSmemBytes);
     EXPECT_GE(l.buffer_at, plan.dst_len * 4);  // the column map comes first
     EXPECT_EQ(l.buffer_bytes % 16, 0);
     EXPECT_EQ(l.stage_at % 16, 0);
