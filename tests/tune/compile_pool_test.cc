@@ -21,10 +21,10 @@ namespace convplan {
 namespace {
 
 using testing::EngineBehavior;
+using ::testing::HasSubstr;
 using testing::scripted_handle;
 using testing::ScriptedBackend;
 using testing::ScriptedEngine;
-using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
 // Mirrors of the tuner's constants (tuner.cc), named here so that a change shows in review.
@@ -33,8 +33,8 @@ constexpr size_t kMaxRuntimeCompiledLimited = 8;
 constexpr size_t kCompileWave = 4;
 
 ConvProblem problem(const std::string& chain = "") {
-  const std::string text = (chain.empty() ? "" : "post:" + chain + "/") +
-                           "g1mb2ic4ih6iw6oc6oh6ow6kh3kw3ph1pw1";
+  const std::string text =
+      (chain.empty() ? "" : "post:" + chain + "/") + "g1mb2ic4ih6iw6oc6oh6ow6kh3kw3ph1pw1";
   StatusOr<ConvProblem> p = parse_problem(text);
   EXPECT_TRUE(p.ok()) << p.status().to_string();
   return p.ok() ? *p : ConvProblem{};
@@ -125,7 +125,7 @@ TEST(CompilePool, ExhaustiveBudgetAppliesBeforeAnyCandidateIsTimed) {
   auto r = tune(backend, problem(), policy);
   const std::string err = ::testing::internal::GetCapturedStderr();
   ASSERT_TRUE(r.ok()) << r.status().to_string();
-  EXPECT_EQ(r->config.engine_id, 7);   // the last resort: the first variant that passes
+  EXPECT_EQ(r->config.engine_id, 7);     // the last resort: the first variant that passes
   EXPECT_LT(backend->builds.load(), 5);  // not all 17
   EXPECT_THAT(err, HasSubstr("before a candidate passed"));
   EXPECT_GT(count_outcomes(*r, "not tried: an earlier candidate passed"), 12u);
@@ -195,7 +195,8 @@ TEST(CompilePool, AFailedCompileDropsThatCandidateAlone) {
 }
 
 TEST(CompilePool, TheChoiceAndEveryOutcomeAreTheSameForAnyThreadCount) {
-  auto e = compiled_engines(2.0f, 7, [](int i) { return 1.0f + 0.13f * static_cast<float>(i % 4); });
+  auto e =
+      compiled_engines(2.0f, 7, [](int i) { return 1.0f + 0.13f * static_cast<float>(i % 4); });
   e[2].behavior = EngineBehavior::kWrongResult;
   e[5].behavior = EngineBehavior::kFailsToBuild;
   std::vector<std::string> first;
@@ -281,8 +282,9 @@ TEST(CompilePool, LimitedModeStopsAfterAWaveThatDidNotImprove) {
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   EXPECT_EQ(r->config.engine_id, 0);
   EXPECT_EQ(backend->runtime_compilations.load(), static_cast<int64_t>(kCompileWave));
-  EXPECT_EQ(count_outcomes(*r, "not tried: a wave of 4 runtime-compiled candidates did not improve"),
-            10u - kCompileWave);
+  EXPECT_EQ(
+      count_outcomes(*r, "not tried: a wave of 4 runtime-compiled candidates did not improve"),
+      10u - kCompileWave);
 }
 
 TEST(CompilePool, LimitedModeGoesOnWhileWavesImprove) {
