@@ -60,6 +60,8 @@ def parse_args(argv):
     p.add_argument("--tune", default=None,
                    choices=["heuristic", "limited", "exhaustive", "background"],
                    help="convplan's tuning mode (default: its own)")
+    p.add_argument("--no-background", action="store_true",
+                   help="skip the second convplan run in background mode (its time to first result)")
     p.add_argument("--iters", type=int, default=20, help="timed runs per layer, both sides")
     p.add_argument("--warmup", type=int, default=3, help="untimed runs before them, both sides")
     p.add_argument("--gpu", type=int, default=0)
@@ -323,6 +325,12 @@ def main(argv):
         if rc != 0 or shapes is None:
             sys.exit(f"torch_compare: convplan could not read {suite_file} (exit {rc})")
         rc, cp = run_convplan(binary, global_args, cp_args, env, os.path.join(tmp, "bench.json"), False)
+        bg = None
+        if not args.no_background and args.tune != "background":
+            # Time to first result in background mode: a fresh database, so that it tunes.
+            bg_args = [a for a in cp_args if a not in ("--tune", args.tune)] + ["--tune", "background"]
+            _, bg = run_convplan(binary, ["--db", os.path.join(tmp, "bg.db")], bg_args, env,
+                                 os.path.join(tmp, "bg.json"), False)
     if cp is None:
         sys.exit(f"torch_compare: convplan bench wrote no results (exit {rc})")
     if rc not in (0, 1):
@@ -376,6 +384,9 @@ def main(argv):
         "roofline_floor_ms": tot_floor,
         "torch_roofline_share": tot_floor / tot_torch if tot_floor and tot_torch else None,
         "convplan_roofline_share": tot_floor / tot_cp if tot_floor and tot_cp else None,
+        "tuning_ratio": tune_sum / first_sum if first_sum else None,
+        "first_result_ms": cp.get("first_result_ms"),
+        "background_first_result_ms": (bg or {}).get("first_result_ms"),
     }
 
     def pct(v):
@@ -400,6 +411,13 @@ def main(argv):
     print_table(table, ["layer", "count", "torch ms", "convplan ms", "torch/cp", "torch 1st ms",
                         "cp tune ms", "torch %roof", "cp %roof", "convplan engine"],
                 [False, True, True, True, True, True, True, True, True, False])
+    ratio = totals["tuning_ratio"]
+    print(f"tuning: convplan {tune_sum / 1e3:.2f} s vs PyTorch first calls {first_sum / 1e3:.2f} s"
+          f" = {'-' if ratio is None else f'{ratio:.2f}x'}")
+    if not args.no_background:
+        print_table([["first result", fmt(totals["first_result_ms"], 1),
+                      fmt(totals["background_first_result_ms"], 1)]],
+                    ["", "cp 1st ms", "cp bg 1st ms"], [False, True, True])
     for r in compared:
         for side in ("torch", "convplan"):
             if r[side].get("error"):

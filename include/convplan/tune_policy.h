@@ -92,12 +92,17 @@ struct CONVPLAN_EXPORT TunePolicy {
   int timed_runs = 5;    // median of these
   bool validate = true;  // compare candidates' outputs with a reference
   int verbose = 0;       // CONVPLAN_VERBOSE: 0, 1 or 2
+  // Threads that compile runtime-compiled candidates at once, each on a cuDNN handle of its own
+  // (0: min(4, hardware threads); 1: one after another on the tune's handle). Changes the tuning
+  // time only, never the choice. CONVPLAN_COMPILE_THREADS (0..64).
+  int compile_threads = 0;
   // Candidates of rewritten problems (convplan/rewrite.h) may be chosen; CONVPLAN_REWRITES=off.
   bool rewrites = true;
 
   const std::vector<EngineRule>& disabled_for(Direction d) const;
 
-  // Reads CONVPLAN_TUNE, the variables named above, CONVPLAN_REWRITES and CONVPLAN_VERBOSE over
+  // Reads CONVPLAN_TUNE, the variables named above, CONVPLAN_REWRITES, CONVPLAN_VERBOSE and
+  // CONVPLAN_COMPILE_THREADS over
   // `base`. A malformed variable is kInvalidArgument naming the variable, its value and the
   // offending part.
   static StatusOr<TunePolicy> from_environment(const TunePolicy& base);

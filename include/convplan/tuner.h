@@ -21,6 +21,10 @@
 
 namespace convplan {
 
+namespace tune_detail {
+class CompileHandles;  // the compile pool's cuDNN handles, kept across tunes (tuner.cc)
+}  // namespace tune_detail
+
 struct CONVPLAN_EXPORT TunerOptions {
   // Problems whose float64 reference costs at most this many multiply-adds are checked against
   // it; larger ones by the agreement of independent candidates.
@@ -51,6 +55,9 @@ struct CONVPLAN_EXPORT OutputCheck {
 class CONVPLAN_EXPORT Tuner {
  public:
   explicit Tuner(std::shared_ptr<Backend> backend, TunerOptions options = {});
+  ~Tuner();
+  Tuner(Tuner&&) noexcept;
+  Tuner& operator=(Tuner&&) noexcept;
 
   // REQUIRES: problem.validate().ok(). `allocator` provides workspace and scratch buffers (null:
   // the backend's default). Fails with a message that names every filter that removed a
@@ -71,6 +78,9 @@ class CONVPLAN_EXPORT Tuner {
  private:
   std::shared_ptr<Backend> backend_;
   TunerOptions options_;
+  // Handles on which the compile pool builds runtime-compiled candidates (TunePolicy::
+  // compile_threads); declared after backend_, so released before it.
+  std::unique_ptr<tune_detail::CompileHandles> compile_handles_;
 };
 
 }  // namespace convplan

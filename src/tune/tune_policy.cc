@@ -458,6 +458,13 @@ StatusOr<TunePolicy> TunePolicy::from_environment(const TunePolicy& base) {
     }
     p.verbose = static_cast<int>(level);
   }
+  if (const char* v = get_env("CONVPLAN_COMPILE_THREADS")) {
+    int64_t threads = -1;
+    if (!parse_int(v, threads) || threads < 0 || threads > 64) {
+      return env_error("CONVPLAN_COMPILE_THREADS", v, "must be an integer in 0..64 (0: automatic)");
+    }
+    p.compile_threads = static_cast<int>(threads);
+  }
   return p;
 }
 

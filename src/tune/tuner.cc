@@ -20,12 +20,15 @@
 #include "convplan/tuner.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
 #include <limits>
+#include <map>
+#include <mutex>
 #include <optional>
 #include <random>
 #include <set>
@@ -42,12 +45,64 @@
 #include "tune/post_op_inputs.h"
 
 namespace convplan {
+namespace tune_detail {
+
+// The compile pool's handles, per device ordinal, kept across tunes (a cudnnCreate costs more
+// than it is worth per wave). A wave takes what it needs and gives them back; several tunes at
+// once each get their own (new ones are made while the free list is empty).
+class CompileHandles {
+ public:
+  explicit CompileHandles(Backend& backend) : backend_(backend) {}
+
+  // Up to `n` handles on device `ordinal`; fewer when the backend cannot make more.
+  std::vector<std::unique_ptr<OwnedHandle>> take(int ordinal, size_t n) {
+    std::vector<std::unique_ptr<OwnedHandle>> out;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      std::vector<std::unique_ptr<OwnedHandle>>& free = free_[ordinal];
+      while (out.size() < n && !free.empty()) {
+        out.push_back(std::move(free.back()));
+        free.pop_back();
+      }
+    }
+    while (out.size() < n) {
+      StatusOr<std::unique_ptr<OwnedHandle>> h = backend_.create_handle(ordinal);
+      if (!h.ok() || *h == nullptr) break;
+      out.push_back(std::move(h).value());
+    }
+    return out;
+  }
+
+  void give_back(int ordinal, std::vector<std::unique_ptr<OwnedHandle>> handles) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& h : handles) free_[ordinal].push_back(std::move(h));
+  }
+
+ private:
+  Backend& backend_;
+  std::mutex mu_;
+  std::map<int, std::vector<std::unique_ptr<OwnedHandle>>> free_;  // GUARDED_BY(mu_)
+};
+
+}  // namespace tune_detail
+
 namespace {
 
 constexpr size_t kGuardBytes = 256;
 // Exhaustive search: knob combinations tried per engine, and values taken from one knob's range.
 constexpr size_t kMaxKnobCombinationsPerEngine = 64;
 constexpr size_t kMaxValuesPerKnob = 16;
+// An engine compiled at run time gets fewer: each combination costs 0.6-1.05 s to compile on an
+// H200, so 64 of them made one fused engine a minute of exhaustive tuning (issue 21).
+constexpr size_t kMaxKnobCombinationsPerRuntimeCompiledEngine = 8;
+// Runtime-compiled candidates are compiled in waves of this many, in rank order (the heuristics'
+// best first), the compile pool's threads sharing a wave. Limited mode stops after a wave that
+// did not improve on the best median, and compiles at most kMaxRuntimeCompiledLimited per
+// problem. The wave does not depend on the thread count, so neither does the choice.
+constexpr size_t kCompileWave = 4;
+constexpr size_t kMaxRuntimeCompiledLimited = 8;
+// The compile pool's default size (TunePolicy::compile_threads = 0), at most the hardware's.
+constexpr int kDefaultCompileThreads = 4;
 // A timed candidate stops once a run exceeds this multiple of the best median so far.
 constexpr double kCutoffFactor = 4.0;
 // Candidates within this fraction of the fastest median count as tied; the best rank wins.
@@ -231,7 +286,15 @@ struct Entry {
   // clearly slower ones (built again in the rare case they are needed).
   PlanPtr plan;
   std::string plan_json;
+  // Built by the compile pool ahead of admit(): the plan, or why the build failed.
+  bool prebuilt = false;
+  std::unique_ptr<Plan> prebuilt_plan;
+  Status prebuild_error;
 };
+
+bool is_runtime_compiled(const Entry& e) {
+  return (e.candidate.notes & kNoteRuntimeCompilation) != 0;
+}
 
 // Why candidates were dropped, counted by label in the order first seen, for the error message.
 class DropSummary {
@@ -296,13 +359,15 @@ class GuardedBuffer {
 class TuneRun {
  public:
   TuneRun(Backend& backend, cudnnHandle_t handle, const ConvProblem& problem,
-          const TunePolicy& policy, const TunerOptions& options, DeviceAllocator& allocator)
+          const TunePolicy& policy, const TunerOptions& options, DeviceAllocator& allocator,
+          tune_detail::CompileHandles* compile_handles = nullptr)
       : backend_(backend),
         handle_(handle),
         problem_(problem),
         policy_(policy),
         options_(options),
         allocator_(allocator),
+        compile_handles_(compile_handles),
         start_(Clock::now()) {}
 
   StatusOr<TuningRecord> run();
@@ -329,6 +394,23 @@ class TuneRun {
   // Screens the candidates of [begin, end) not yet evaluated that are (or are not) compiled at
   // run time.
   Status screen_where(size_t begin, size_t end, bool budgeted, bool runtime_compiled);
+  // The runtime-compiled part of screen_where: waves of kCompileWave compiled by the pool, then
+  // timed in rank order; limited mode's cap and its stop after a wave that did not improve.
+  Status screen_runtime_compiled(size_t begin, size_t end, bool budgeted);
+  // Over the budget (exhaustive): true when screening must stop before `next`. Once a timed
+  // candidate passes its check; while none does, only the heuristics' candidates go on (a short
+  // list), and the knob variants and other engines of the exhaustive list wait (Entry::deferred)
+  // until nothing else passes. Applies from the first candidate, timed or not.
+  StatusOr<bool> stop_for_budget(size_t begin, size_t end, const Entry& next);
+  // Marks the candidates of [begin, end) not yet evaluated (of one kind, or any) as not tried.
+  void defer_rest(size_t begin, size_t end, const std::string& why, int runtime_compiled);
+  // Builds the plans of `wave` at once on the compile pool (Entry::prebuilt).
+  void compile_wave(const std::vector<Entry*>& wave);
+  int compile_threads() const;
+  std::string budget_reason() const {
+    return last_resort_ ? "an earlier candidate passed"
+                        : "budget of " + format_ms(policy_.budget_ms) + " ms spent";
+  }
   // Limited mode: whether compiling candidates at run time can pay for itself, given the best
   // precompiled median (and the roofline floor, when TunerOptions gives one); else `why` not.
   bool runtime_compilation_pays(std::string& why) const;
@@ -379,6 +461,7 @@ class TuneRun {
   const TunePolicy& policy_;
   const TunerOptions& options_;
   DeviceAllocator& allocator_;
+  tune_detail::CompileHandles* const compile_handles_;  // null: every build on handle_
   const Clock::time_point start_;
   DeviceInfo device_;
 
@@ -406,8 +489,10 @@ class TuneRun {
   // Where the tune's wall time went, for CONVPLAN_VERBOSE: heuristics and knob queries, input
   // data and reference, plan builds, validation runs with their checks, timed runs.
   struct Phases {
-    double candidates = 0, data = 0, build = 0, check = 0, timing = 0;
+    double candidates = 0, data = 0, build = 0, compile = 0, check = 0, timing = 0;
   } phases_;
+  size_t runtime_compiled_ = 0;  // runtime-compiled candidates built (screened) in this tune
+  bool last_resort_ = false;     // deferred candidates get their turn: no cap, no wave stop
   int validation_runs_ = 0;
 };
 
@@ -435,13 +520,27 @@ Status TuneRun::gather_candidates() {
   CONVPLAN_ASSIGN_OR_RETURN(std::vector<Candidate> all,
                             backend_.candidates(handle_, problem_, CandidateSource::kAllEngines));
   add_candidates(all, CandidateSource::kAllEngines);
-  // Every engine seen so far, in order of first appearance, with the notes it came with.
-  std::vector<std::pair<int64_t, NoteSet>> engines;
+  // Every engine seen so far, in order of first appearance, with the notes it came with. With a
+  // post-op chain one index names two engines, one of the fused graph and one of the plain
+  // convolution (unfused): they differ in knobs and notes (eng49 is precompiled unfused and
+  // compiled at run time fused), so each is its own entry. Keyed by the index alone, the fused
+  // engine's knob variants took the unfused one's notes and were timed as precompiled, and the
+  // unfused engines got no variants of their own.
+  struct Engine {
+    int64_t id;
+    bool unfused;
+    NoteSet notes;
+  };
+  std::vector<Engine> engines;
   for (const Entry& e : entries_) {
+    const EngineConfig& c = e.candidate.config;
+    if (!c.rewrite.empty()) continue;  // a rewrite's engines belong to another problem
     bool known = false;
-    for (const auto& en : engines) known = known || en.first == e.candidate.config.engine_id;
-    if (!known) engines.emplace_back(e.candidate.config.engine_id, e.candidate.notes);
+    for (const Engine& en : engines)
+      known = known || (en.id == c.engine_id && en.unfused == c.unfused);
+    if (!known) engines.push_back({c.engine_id, c.unfused, e.candidate.notes});
   }
+  const ConvProblem plain = problem_.without_post_ops();
   for (size_t i = 0; i < engines.size(); ++i) {
     if (ms_since(start_) > policy_.budget_ms) {
       if (policy_.verbose >= 1) {
@@ -450,28 +549,37 @@ Status TuneRun::gather_candidates() {
       }
       break;
     }
-    auto knobs = backend_.knobs(handle_, problem_, engines[i].first);
+    const Engine& en = engines[i];
+    const std::string name =
+        std::string(en.unfused ? "unfused engine " : "engine ") + std::to_string(en.id);
+    auto knobs = backend_.knobs(handle_, en.unfused ? plain : problem_, en.id);
     if (!knobs.ok()) {
-      if (policy_.verbose >= 2) {
-        say("no knobs for engine " + std::to_string(engines[i].first) + ": " +
-            knobs.status().message());
-      }
+      if (policy_.verbose >= 2) say("no knobs for " + name + ": " + knobs.status().message());
       continue;
     }
-    std::vector<EngineConfig> configs =
-        knob_combinations(engines[i].first, *knobs, kMaxKnobCombinationsPerEngine);
+    const bool compiled = (en.notes & kNoteRuntimeCompilation) != 0;
+    std::vector<EngineConfig> configs = knob_combinations(
+        en.id, *knobs,
+        compiled ? kMaxKnobCombinationsPerRuntimeCompiledEngine : kMaxKnobCombinationsPerEngine);
     // A candidate without knob choices already runs the engine's defaults, the first combination.
-    const EngineConfig bare{engines[i].first, {}};
+    EngineConfig bare{en.id, {}};
+    bare.unfused = en.unfused;
     if (!knobs->empty() && !configs.empty() && seen_.count(bare) != 0)
       configs.erase(configs.begin());
     std::vector<Candidate> combos;
     for (EngineConfig& c : configs) {
       Candidate cand;
       cand.config = std::move(c);
-      cand.notes = engines[i].second;
+      cand.config.unfused = en.unfused;
+      cand.notes = en.notes;
       combos.push_back(std::move(cand));
     }
+    const size_t before = entries_.size();
     add_candidates(combos, CandidateSource::kAllEngines);
+    if (policy_.verbose >= 2) {
+      say(name + (compiled ? " (compiled at run time)" : "") + ": " +
+          std::to_string(entries_.size() - before) + " knob combinations added");
+    }
   }
   return ok_status();
 }
@@ -746,8 +854,13 @@ Status TuneRun::admit(Entry& e) {
     drop(e, true, label, outcome);
     return ok_status();
   }
-  auto built = [&] {
-    ScopedMs timer(phases_.build);
+  auto built = [&]() -> StatusOr<std::unique_ptr<Plan>> {
+    if (e.prebuilt) {  // by the compile pool
+      e.prebuilt = false;
+      if (!e.prebuild_error.ok()) return e.prebuild_error;
+      return std::move(e.prebuilt_plan);
+    }
+    ScopedMs timer(is_runtime_compiled(e) ? phases_.compile : phases_.build);
     return backend_.build(handle_, problem_, r.config);
   }();
   if (!built.ok()) {
@@ -849,21 +962,14 @@ Status TuneRun::screen(Entry& e) {
 }
 
 Status TuneRun::screen_where(size_t begin, size_t end, bool budgeted, bool runtime_compiled) {
+  if (runtime_compiled) return screen_runtime_compiled(begin, end, budgeted);
   for (size_t i = begin; i < end; ++i) {
     Entry& e = entries_[i];
-    if (e.evaluated || ((e.candidate.notes & kNoteRuntimeCompilation) != 0) != runtime_compiled) {
-      continue;
-    }
-    if (budgeted && any_timed_ && ms_since(start_) > policy_.budget_ms) {
-      // Over the budget: stop once a timed candidate passes its check (there must be one to
-      // return); while none does, go on one candidate at a time.
-      CONVPLAN_ASSIGN_OR_RETURN(Entry * passed, validate_in_order_of_speed(begin, end));
-      if (passed != nullptr) {
-        if (policy_.verbose >= 1) {
-          say("budget of " + format_ms(policy_.budget_ms) + " ms spent for " +
-              problem_.to_string() + "; candidates from rank " + std::to_string(i) + " on of " +
-              std::to_string(end - begin) + " not tried");
-        }
+    if (e.evaluated || !e.deferred.empty() || is_runtime_compiled(e)) continue;
+    if (budgeted) {
+      CONVPLAN_ASSIGN_OR_RETURN(bool stop, stop_for_budget(begin, end, e));
+      if (stop) {
+        defer_rest(i, end, budget_reason(), 0);
         return ok_status();
       }
     }
@@ -871,6 +977,158 @@ Status TuneRun::screen_where(size_t begin, size_t end, bool budgeted, bool runti
     const Clock::time_point t0 = Clock::now();
     CONVPLAN_RETURN_IF_ERROR(screen(e));
     report(e, "timed", ms_since(t0));
+  }
+  return ok_status();
+}
+
+StatusOr<bool> TuneRun::stop_for_budget(size_t begin, size_t end, const Entry& next) {
+  // The last resort (nothing passed within the limits) stops at the first candidate that passes.
+  if (!last_resort_ && ms_since(start_) <= policy_.budget_ms) return false;
+  if (any_timed_) {
+    CONVPLAN_ASSIGN_OR_RETURN(Entry * passed, validate_in_order_of_speed(begin, end));
+    if (passed != nullptr) {
+      if (policy_.verbose >= 1 && !last_resort_) {
+        say("budget of " + format_ms(policy_.budget_ms) + " ms spent for " + problem_.to_string() +
+            "; candidates from rank " + std::to_string(next.candidate.rank) + " on of " +
+            std::to_string(end - begin) + " not tried");
+      }
+      return true;
+    }
+  }
+  // Nothing has passed yet: the heuristics' candidates go on, the exhaustive list waits.
+  if (last_resort_ || next.source != CandidateSource::kAllEngines) return false;
+  if (policy_.verbose >= 1) {
+    say("budget of " + format_ms(policy_.budget_ms) + " ms spent for " + problem_.to_string() +
+        " before a candidate passed; the exhaustive list from rank " +
+        std::to_string(next.candidate.rank) + " waits until nothing else passes");
+  }
+  return true;
+}
+
+void TuneRun::defer_rest(size_t begin, size_t end, const std::string& why, int runtime_compiled) {
+  for (size_t i = begin; i < end; ++i) {
+    Entry& e = entries_[i];
+    if (e.evaluated || !e.deferred.empty()) continue;
+    if (runtime_compiled >= 0 && is_runtime_compiled(e) != (runtime_compiled == 1)) continue;
+    e.deferred = why;
+  }
+}
+
+int TuneRun::compile_threads() const {
+  if (policy_.compile_threads > 0) return policy_.compile_threads;
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  return std::clamp(cores, 1, kDefaultCompileThreads);
+}
+
+void TuneRun::compile_wave(const std::vector<Entry*>& wave) {
+  const size_t threads = std::min<size_t>(static_cast<size_t>(compile_threads()), wave.size());
+  if (threads <= 1 || compile_handles_ == nullptr) return;  // admit() builds each on handle_
+  std::vector<std::unique_ptr<OwnedHandle>> handles =
+      compile_handles_->take(device_.ordinal, threads);
+  if (handles.size() <= 1) {
+    compile_handles_->give_back(device_.ordinal, std::move(handles));
+    return;
+  }
+  if (policy_.verbose >= 2) {
+    say("compiling " + std::to_string(wave.size()) + " runtime-compiled candidates on " +
+        std::to_string(handles.size()) + " threads");
+  }
+  // cuDNN does not promise that one handle may finalize plans from several threads at once, so
+  // each thread builds on a handle of its own; the plan then comes to handle_ as a JSON clone
+  // (about 1 ms: the compiled kernel is reused), since plans are bound to their handle.
+  struct Built {
+    Status build;
+    std::string json;
+  };
+  std::vector<Built> built(wave.size());
+  std::atomic<size_t> next{0};
+  auto work = [&](cudnnHandle_t h) {
+    for (size_t i = next++; i < wave.size(); i = next++) {
+      StatusOr<std::unique_ptr<Plan>> plan = backend_.build(h, problem_, wave[i]->candidate.config);
+      if (!plan.ok()) {
+        built[i].build = plan.status();
+        continue;
+      }
+      StatusOr<std::string> json = (*plan)->to_json();
+      if (json.ok()) built[i].json = std::move(json).value();  // else admit() builds it again
+    }
+  };
+  {
+    ScopedMs timer(phases_.compile);
+    std::vector<std::thread> pool;
+    for (size_t t = 1; t < handles.size(); ++t) pool.emplace_back(work, handles[t]->get());
+    work(handles[0]->get());
+    for (std::thread& t : pool) t.join();
+  }
+  compile_handles_->give_back(device_.ordinal, std::move(handles));
+  ScopedMs timer(phases_.build);
+  for (size_t i = 0; i < wave.size(); ++i) {
+    Entry& e = *wave[i];
+    if (!built[i].build.ok()) {
+      e.prebuilt = true;
+      e.prebuild_error = built[i].build;
+      continue;
+    }
+    if (built[i].json.empty()) continue;
+    StatusOr<std::unique_ptr<Plan>> clone =
+        backend_.build_from_json(handle_, problem_, built[i].json);
+    if (!clone.ok()) continue;  // admit() builds it on handle_
+    e.prebuilt = true;
+    e.prebuilt_plan = std::move(clone).value();
+  }
+}
+
+Status TuneRun::screen_runtime_compiled(size_t begin, size_t end, bool budgeted) {
+  const bool limited = policy_.mode == TuneMode::kLimited && !last_resort_;
+  std::vector<Entry*> todo;
+  for (size_t i = begin; i < end; ++i) {
+    Entry& e = entries_[i];
+    if (!e.evaluated && e.deferred.empty() && is_runtime_compiled(e)) todo.push_back(&e);
+  }
+  for (size_t next = 0; next < todo.size();) {
+    const size_t at = static_cast<size_t>(todo[next] - entries_.data());
+    if (limited && runtime_compiled_ >= kMaxRuntimeCompiledLimited) {
+      defer_rest(at, end,
+                 "limited mode compiles at most " + std::to_string(kMaxRuntimeCompiledLimited) +
+                     " candidates at run time per problem",
+                 1);
+      return ok_status();
+    }
+    if (budgeted) {
+      CONVPLAN_ASSIGN_OR_RETURN(bool stop, stop_for_budget(begin, end, *todo[next]));
+      if (stop) {
+        defer_rest(at, end, budget_reason(), 1);
+        return ok_status();
+      }
+    }
+    size_t size = kCompileWave;
+    if (limited) size = std::min(size, kMaxRuntimeCompiledLimited - runtime_compiled_);
+    std::vector<Entry*> wave;  // those the filters let through: only they are built
+    std::vector<Entry*> all;
+    for (; next < todo.size() && all.size() < size; ++next) {
+      all.push_back(todo[next]);
+      std::string label, outcome;
+      if (!filtered(todo[next]->candidate.config, todo[next]->candidate.notes, label, outcome))
+        wave.push_back(todo[next]);
+    }
+    compile_wave(wave);
+    const double best_before = best_median_;
+    for (Entry* e : all) {
+      CONVPLAN_RETURN_IF_ERROR(check_cancelled());
+      const Clock::time_point t0 = Clock::now();
+      CONVPLAN_RETURN_IF_ERROR(screen(*e));
+      report(*e, "timed", ms_since(t0));
+      if (std::find(wave.begin(), wave.end(), e) != wave.end()) ++runtime_compiled_;
+    }
+    if (limited && best_before > 0 && !(best_median_ < best_before) && next < todo.size()) {
+      const size_t from = static_cast<size_t>(todo[next] - entries_.data());
+      defer_rest(from, end,
+                 "a wave of " + std::to_string(all.size()) +
+                     " runtime-compiled candidates did not improve on " + format_ms(best_before) +
+                     " ms (limited mode)",
+                 1);
+      return ok_status();
+    }
   }
   return ok_status();
 }
@@ -1037,9 +1295,12 @@ StatusOr<Entry*> TuneRun::choose_from(size_t begin, size_t end, bool budgeted) {
   bool deferred = false;
   for (size_t i = begin; i < end; ++i) deferred = deferred || !entries_[i].deferred.empty();
   if (chosen != nullptr || !deferred) return chosen;
-  // Every precompiled finalist failed: the runtime-compiled ones left out get their turn.
+  // Every finalist failed: the candidates left out (compiled at run time in limited mode, past
+  // the budget in exhaustive mode) get their turn, without limits.
   for (size_t i = begin; i < end; ++i) entries_[i].deferred.clear();
-  CONVPLAN_RETURN_IF_ERROR(screen_where(begin, end, false, true));
+  last_resort_ = true;
+  CONVPLAN_RETURN_IF_ERROR(screen_where(begin, end, true, false));
+  CONVPLAN_RETURN_IF_ERROR(screen_where(begin, end, true, true));
   CONVPLAN_RETURN_IF_ERROR(finish_timing(begin, end));
   return validate_in_order_of_speed(begin, end);
 }
@@ -1138,7 +1399,8 @@ TuningRecord TuneRun::make_record(Entry& chosen) {
         " timed, " + std::to_string(validation_runs_) + " checked, in " +
         format_ms(record.tuning_ms) + " ms (candidates " + format_ms(phases_.candidates) +
         ", data and reference " + format_ms(phases_.data) + ", builds " + format_ms(phases_.build) +
-        ", checks " + format_ms(phases_.check) + ", timing " + format_ms(phases_.timing) + ")");
+        ", compile " + format_ms(phases_.compile) + ", checks " + format_ms(phases_.check) +
+        ", timing " + format_ms(phases_.timing) + ")");
   }
   return record;
 }
@@ -1178,7 +1440,14 @@ const char* to_string(CandidateSource s) {
 }
 
 Tuner::Tuner(std::shared_ptr<Backend> backend, TunerOptions options)
-    : backend_(std::move(backend)), options_(std::move(options)) {}
+    : backend_(std::move(backend)),
+      options_(std::move(options)),
+      compile_handles_(backend_ != nullptr
+                           ? std::make_unique<tune_detail::CompileHandles>(*backend_)
+                           : nullptr) {}
+Tuner::~Tuner() = default;
+Tuner::Tuner(Tuner&&) noexcept = default;
+Tuner& Tuner::operator=(Tuner&&) noexcept = default;
 
 StatusOr<TuningRecord> Tuner::tune(cudnnHandle_t handle, const ConvProblem& problem,
                                    const TunePolicy& policy, DeviceAllocator* allocator) {
@@ -1188,10 +1457,10 @@ StatusOr<TuningRecord> Tuner::tune(cudnnHandle_t handle, const ConvProblem& prob
   if (policy.mode == TuneMode::kBackground) {  // the cache runs it in the background; here, limited
     TunePolicy limited = policy;
     limited.mode = TuneMode::kLimited;
-    TuneRun run(*backend_, handle, problem, limited, options_, alloc);
+    TuneRun run(*backend_, handle, problem, limited, options_, alloc, compile_handles_.get());
     return run.run();
   }
-  TuneRun run(*backend_, handle, problem, policy, options_, alloc);
+  TuneRun run(*backend_, handle, problem, policy, options_, alloc, compile_handles_.get());
   return run.run();
 }
 

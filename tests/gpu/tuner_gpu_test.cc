@@ -3,7 +3,8 @@
 // tuner, against the float64 reference); a wrong result injected into the would-be winner's
 // output is rejected and another engine chosen; disabling the winner gives the next best; and
 // exhaustive search does not choose anything slower than the heuristic's first choice beyond
-// noise. Figures belong in the benchmarks: the timing assertion is deliberately loose.
+// noise; and (LimitedVsExhaustive, issue 21) limited mode chooses within 3% of exhaustive. Figures
+// belong in the benchmarks: the timing assertions are deliberately loose.
 //
 // Runtime-compiled engines are left out (allow_runtime_compilation = false) to keep each tune
 // to seconds; cudnn_engines_test covers them. Every test skips, naming the reason, without a GPU.
@@ -316,6 +317,54 @@ TEST_F(TunerGpuTest, ExhaustiveIsNotSlowerThanTheHeuristicChoice) {
                 layer.label.c_str(), h->config.to_string().c_str(), *th,
                 e->config.to_string().c_str(), *te, e->candidates.size(), e->tuning_ms);
     EXPECT_LE(*te, 1.25 * *th + 0.005);
+  }
+}
+
+// Issue 21: limited mode's choice (runtime compilation in waves, capped, skipped near the roofline
+// and under 0.1 ms) is within kLimitedVsExhaustiveTolerance of the exhaustive choice's time on
+// ResNet-50 layers (bf16 NHWC, batch 32), runtime-compiled engines allowed in both modes. Both
+// choices are timed again here, interleaved, so drift hits both alike. About 1-2 min on an H200.
+constexpr double kLimitedVsExhaustiveTolerance = 0.03;  // the issue's 3%
+constexpr double kTimingNoiseMs = 0.002;                // event timing resolution on short kernels
+constexpr double kExhaustiveBudgetMs = 20000;
+
+TEST_F(TunerGpuTest, LimitedVsExhaustive) {
+  using D = Direction;
+  const DataType bf16 = DataType::kBFloat16;
+  const Layout nhwc = Layout::kChannelsLast;
+  const std::vector<Layer> resnet = {
+      {"layer1_3x3", resnet_conv(D::kForward, 64, 64, 56, 3, 1, bf16, nhwc, 32)},
+      {"layer2_1x1_reduce", resnet_conv(D::kForward, 512, 128, 28, 1, 1, bf16, nhwc, 32)},
+      {"layer3_3x3", resnet_conv(D::kForward, 256, 256, 14, 3, 1, bf16, nhwc, 32)},
+      {"layer4_1x1_expand", resnet_conv(D::kForward, 512, 2048, 7, 1, 1, bf16, nhwc, 32)},
+  };
+  for (const Layer& layer : resnet) {
+    SCOPED_TRACE(layer.label);
+    TunePolicy limited = policy_;
+    limited.allow_runtime_compilation = true;
+    auto l = tune(layer.problem, limited);
+    ASSERT_TRUE(l.ok()) << l.status().to_string();
+    TunePolicy exhaustive = limited;
+    exhaustive.mode = TuneMode::kExhaustive;
+    exhaustive.budget_ms = kExhaustiveBudgetMs;
+    auto e = tune(layer.problem, exhaustive);
+    ASSERT_TRUE(e.ok()) << e.status().to_string();
+    double tl = 1e30, te = 1e30;  // the best of three interleaved medians each
+    for (int round = 0; round < 3; ++round) {
+      auto a = median_ms(layer.problem, l->config, 21);
+      auto b = median_ms(layer.problem, e->config, 21);
+      ASSERT_TRUE(a.ok()) << a.status().to_string();
+      ASSERT_TRUE(b.ok()) << b.status().to_string();
+      tl = std::min(tl, *a);
+      te = std::min(te, *b);
+    }
+    std::printf(
+        "%-18s limited %-28s %8.4f ms (%.0f ms tuning); exhaustive %-28s %8.4f ms "
+        "(%.0f ms tuning)\n",
+        layer.label.c_str(), l->config.to_string().c_str(), tl, l->tuning_ms,
+        e->config.to_string().c_str(), te, e->tuning_ms);
+    EXPECT_LE(tl, te * (1 + kLimitedVsExhaustiveTolerance) + kTimingNoiseMs);
+    EXPECT_LT(e->tuning_ms, kExhaustiveBudgetMs + 15000);  // the budget holds, roughly
   }
 }
 

@@ -84,7 +84,9 @@ class ScriptedBackend::ScriptedPlan final : public Plan {
 
   cudnnHandle_t handle() const override { return handle_; }
   const EngineConfig& config() const override { return config_; }
-  NoteSet notes() const override { return engine_.notes; }
+  NoteSet notes() const override {
+    return config_.unfused && engine_.unfused_notes ? *engine_.unfused_notes : engine_.notes;
+  }
   int64_t workspace_bytes() const override { return engine_.workspace_bytes; }
   size_t host_bytes() const override { return 1024; }
   StatusOr<std::string> to_json() const override { return "scripted:" + config_.to_string(); }
@@ -280,6 +282,7 @@ StatusOr<std::vector<Candidate>> ScriptedBackend::candidates(cudnnHandle_t, cons
     if (!p.post_ops.empty()) {  // both kinds, as the cuDNN backend offers them
       Candidate unfused = out.back();
       unfused.config.unfused = true;
+      if (e.unfused_notes) unfused.notes = *e.unfused_notes;
       unfused.rank = static_cast<int>(out.size());
       out.push_back(std::move(unfused));
     }
@@ -317,7 +320,9 @@ StatusOr<std::unique_ptr<Plan>> ScriptedBackend::build(cudnnHandle_t handle, con
   while (fail > 0 && !builds_to_fail_.compare_exchange_weak(fail, fail - 1)) {
   }
   if (fail > 0) return Status(StatusCode::kCudnnError, "injected build failure");
-  sleep_us(build_delay_us_ * ((e->notes & kNoteRuntimeCompilation) ? 10 : 1));
+  const NoteSet notes = config.unfused && e->unfused_notes ? *e->unfused_notes : e->notes;
+  sleep_us(build_delay_us_ * ((notes & kNoteRuntimeCompilation) ? 10 : 1));
+  if (notes & kNoteRuntimeCompilation) ++runtime_compilations;
   ++builds;
   return std::unique_ptr<Plan>(std::make_unique<ScriptedPlan>(*this, handle, p, *e, config));
 }

@@ -23,6 +23,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,10 @@ struct ScriptedEngine {
   bool in_heuristics = true;    // listed by the heuristic modes (in the order of the script)
   bool in_fallback = false;     // listed by kFallback
   std::vector<KnobInfo> knobs;  // offered knobs, for exhaustive search
+  // With a post-op chain: the notes of its unfused variant (the plain convolution's engine of the
+  // same index), when they differ from `notes` (cuDNN's eng49 is precompiled unfused and compiled
+  // at run time fused).
+  std::optional<NoteSet> unfused_notes;
   // Time per run for a given knob choice, when it depends on knobs; else time_ms.
   std::function<float(const EngineConfig&)> time_for;
   // Which problems it supports; null: all.
@@ -107,6 +112,7 @@ class ScriptedBackend final : public Backend {
   std::atomic<int64_t> heuristic_queries{0};
   std::atomic<int64_t> builds{0};                     // successful build() calls
   std::atomic<int64_t> json_builds{0};                // successful build_from_json() calls
+  std::atomic<int64_t> runtime_compilations{0};       // build() calls of runtime-compiled engines
   std::atomic<int64_t> executions{0};                 // plan executions that ran
   std::atomic<int64_t> timings{0};                    // time() calls
   std::atomic<int64_t> timed_runs{0};                 // executions by time() (warm-up included)
