@@ -64,6 +64,12 @@ inline uint64_t problem_hash(const ConvProblem& p) {
   }
   h += (g ^ (g >> 29)) * 0x94d049bb133111ebull;
   h += double_bits(p.alpha) * 0xbf58476d1ce4e5b9ull + double_bits(p.beta) * 0x2545f4914f6cdd1dull;
+  // The post-op chain: a conv with "bias+relu" and the same conv with "bias" are different plans.
+  for (int i = 0; i < p.post_ops.count && i < kMaxPostOps; ++i) {
+    const PostOp& op = p.post_ops.ops[static_cast<size_t>(i)];
+    h += (word(static_cast<int64_t>(op.kind) + 1) + double_bits(op.scale) * 0x9e3779b97f4a7c15ull) *
+         (0x8ebc6af09c88c6e3ull + 2 * static_cast<uint64_t>(i));
+  }
   return h;
 }
 
@@ -81,7 +87,8 @@ inline bool same_problem(const ConvProblem& a, const ConvProblem& b) {
          a.allow_tensor_cores == b.allow_tensor_cores && a.layout == b.layout &&
          a.alpha == b.alpha && a.beta == b.beta &&
          std::memcmp(&a.input, &b.input, 6 * sizeof(SpatialDims)) == 0 &&
-         std::memcmp(&a.x_strides, &b.x_strides, 3 * sizeof(TensorStrides)) == 0;
+         std::memcmp(&a.x_strides, &b.x_strides, 3 * sizeof(TensorStrides)) == 0 &&
+         a.post_ops == b.post_ops;
 }
 
 struct PlanKey {

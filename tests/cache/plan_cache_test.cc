@@ -75,6 +75,26 @@ TEST_F(PlanCacheTest, HitReturnsPlanBuiltForSameHandle) {
   EXPECT_EQ(s.records, 1u);
 }
 
+// Regression (found on the H200 through the Python package): the hit path's key ignored the
+// post-op chain, so the plain conv's plan was served for the same conv with "bias+relu".
+TEST_F(PlanCacheTest, TheSameConvWithAnotherChainIsAnotherPlan) {
+  ConvProblem chained = a_;
+  chained.post_ops.push(PostOpKind::kBias);
+  chained.post_ops.push(PostOpKind::kRelu);
+  ConvProblem biased = a_;
+  biased.post_ops.push(PostOpKind::kBias);
+  PlanRef plain = acquire(1, a_);
+  PlanRef with_relu = acquire(1, chained);
+  PlanRef with_bias = acquire(1, biased);
+  ASSERT_TRUE(plain && with_relu && with_bias);
+  EXPECT_NE(&plain.plan(), &with_relu.plan());
+  EXPECT_NE(&with_relu.plan(), &with_bias.plan());
+  const CacheStats s = cache_->stats();
+  EXPECT_EQ(s.misses, 3u);
+  EXPECT_EQ(s.hits, 0u);
+  EXPECT_EQ(s.plans, 3u);
+}
+
 TEST_F(PlanCacheTest, SecondHandleGetsACloneNotATune) {
   PlanRef on_first = acquire(1, a_);
   const int64_t queries = backend_->heuristic_queries.load();

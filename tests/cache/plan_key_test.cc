@@ -37,6 +37,15 @@ std::vector<ConvProblem> variants(const ConvProblem& base) {
   add([](ConvProblem& p) { p.y_strides[2] = 7; });
   add([](ConvProblem& p) { p.alpha = 0.5; });
   add([](ConvProblem& p) { p.beta = 1.0; });
+  // Regression: the hit path's key ignored the chain, so a conv tuned plain (or with "bias") was
+  // served for the same conv with "bias+relu" (found on the H200 through the Python package).
+  add([](ConvProblem& p) { p.post_ops.push(PostOpKind::kBias); });
+  add([](ConvProblem& p) { p.post_ops.push(PostOpKind::kRelu); });
+  add([](ConvProblem& p) {
+    p.post_ops.push(PostOpKind::kBias);
+    p.post_ops.push(PostOpKind::kRelu);
+  });
+  add([](ConvProblem& p) { p.post_ops.push(PostOpKind::kAdd, 0.5); });
   return v;
 }
 
@@ -49,6 +58,28 @@ TEST(PlanKey, SameProblemAgreesWithEqualityForEveryField) {
   ConvProblem copy = base;
   EXPECT_TRUE(same_problem(base, copy));
   EXPECT_EQ(problem_hash(base), problem_hash(copy));
+}
+
+TEST(PlanKey, ChainsDifferingOnlyInOneOpOrScaleAreDifferentKeys) {
+  ConvProblem a = testing::small_problem(2), b = a, c = a;
+  a.post_ops.push(PostOpKind::kBias);
+  a.post_ops.push(PostOpKind::kAdd, 0.5);
+  a.post_ops.push(PostOpKind::kRelu);
+  b = a;
+  b.post_ops.ops[1].scale = 1.0;
+  c = a;
+  c.post_ops.ops[2].kind = PostOpKind::kGelu;
+  for (const ConvProblem* other : {&b, &c}) {
+    EXPECT_FALSE(same_problem(a, *other)) << other->to_string();
+    EXPECT_NE(problem_hash(a), problem_hash(*other)) << other->to_string();
+  }
+  ConvProblem stale = a;  // entries past count are not part of the chain
+  stale.post_ops.count = 2;
+  stale.post_ops.ops[2].kind = PostOpKind::kTanh;
+  ConvProblem two = a;
+  two.post_ops.count = 2;
+  EXPECT_TRUE(same_problem(stale, two));
+  EXPECT_EQ(problem_hash(stale), problem_hash(two));
 }
 
 TEST(PlanKey, NegativeZeroScalingEqualsZeroAndHashesAlike) {
