@@ -29,6 +29,10 @@ struct CONVPLAN_EXPORT TunerOptions {
   // Problems whose float64 reference costs at most this many multiply-adds are checked against
   // it; larger ones by the agreement of independent candidates.
   double reference_max_flops = 2e8;
+  // ... and whose tensors hold at most this many elements in all: the full reference makes every
+  // input on the host and convolves on one thread, which took 2.3-2.9 s for MobileNetV2's strided
+  // depthwise layers at batch 256 (under 2e8 FLOPs, 48M elements) where sampling takes ~1 ms.
+  int64_t reference_max_elements = int64_t{1} << 22;
   // A test hook: called after a candidate ran during validation, with the device pointer of the
   // output tensor and its size in bytes, so that a test can make one engine "compute" garbage.
   std::function<void(const EngineConfig&, void* output, size_t bytes)> after_candidate_run;

@@ -708,7 +708,10 @@ void TuneRun::pick_check_offsets(bool full) {
 
 Status TuneRun::compute_reference() {
   const Clock::time_point t0 = Clock::now();
-  const bool full = problem_.flops() <= options_.reference_max_flops;
+  int64_t elements = 0;
+  for (TensorRole t : kTensorRoles) elements += problem_.shape_of(t).elements();
+  const bool full = problem_.flops() <= options_.reference_max_flops &&
+                    elements <= options_.reference_max_elements;
   pick_check_offsets(full);
   const TensorRole out = problem_.output_tensor();
   if (full) {

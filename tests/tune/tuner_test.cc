@@ -309,6 +309,30 @@ TEST_F(TunerTest, SlowCandidateStopsAtTheCutoff) {
   EXPECT_THAT(outcome(r, 1), HasSubstr("cutoff"));
 }
 
+// Regression (MobileNetV2 on the H200): a problem under the FLOP limit but with large tensors
+// took the full host reference (2.3-2.9 s a layer); past reference_max_elements it is sampled.
+TEST_F(TunerTest, LargeTensorsAreCheckedBySamplingEvenUnderTheFlopLimit) {
+  use_engines(basic_engines());
+  // 2 x 16 x 16 x 16 = 8192 outputs: more than a sampled check takes (at most 2048).
+  auto parsed = parse_problem("dt:bf16,layout:nhwc/mb2ic4ih16iw16oc16kh3kw3ph1pw1");
+  ASSERT_TRUE(parsed.ok());
+  const ConvProblem p = *parsed;
+  auto plan = backend_->build(handle_, p, EngineConfig{0, {}});
+  ASSERT_TRUE(plan.ok());
+  Tuner full(backend_);
+  auto all = full.check(handle_, p, **plan);
+  ASSERT_TRUE(all.ok()) << all.status().to_string();
+  EXPECT_TRUE(all->full);
+  TunerOptions few;
+  few.reference_max_elements = 10;  // every tensor of the problem is larger
+  Tuner sampling(backend_, few);
+  auto some = sampling.check(handle_, p, **plan);
+  ASSERT_TRUE(some.ok()) << some.status().to_string();
+  EXPECT_FALSE(some->full);
+  EXPECT_LT(some->elements_checked, all->elements_checked);
+  EXPECT_TRUE(some->passed) << some->failure;
+}
+
 // Tuner::check: the tuner's own check of a given plan (for `convplan run --verify`).
 TEST_F(TunerTest, CheckPassesARightPlanAndRejectsAWrongOneWithoutTouchingTheCallersTensors) {
   auto e = basic_engines();
