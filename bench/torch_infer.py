@@ -48,8 +48,9 @@ def build(batch, seed=0):
     return model, x
 
 
-def graph_time_ms(fn, calls=5, replays=20):
-    """GPU time of one fn() call: `calls` calls captured in a CUDA graph, replayed."""
+def capture_graph(fn, calls):
+    """A CUDA graph of `calls` calls of fn(), after two warm-up calls on a side stream (a first
+    call plans; planning is not capturable)."""
     import torch
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
@@ -61,6 +62,13 @@ def graph_time_ms(fn, calls=5, replays=20):
     with torch.cuda.graph(graph):
         for _ in range(calls):
             fn()
+    return graph
+
+
+def graph_time_ms(fn, calls=5, replays=20):
+    """GPU time of one fn() call: `calls` calls captured in a CUDA graph, replayed."""
+    import torch
+    graph = capture_graph(fn, calls)
     graph.replay()
     torch.cuda.synchronize()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -202,16 +210,8 @@ def bench_model(model, gm, x, iters, compile_model, graphs):
 
 
 def whole_graph_ms(fn, iters):
-    import torch
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for _ in range(2):
-            fn()
-    torch.cuda.current_stream().wait_stream(s)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        fn()
+    """Median time of one replay of a CUDA graph of fn() (the whole model)."""
+    graph = capture_graph(fn, 1)
     ms = iteration_ms(graph.replay, iters)
     del graph
     return ms
