@@ -13,11 +13,10 @@
 //     blocked and the last one unfolded (channels b^(D-1) * S * C). Few-channel stems starve the
 //     tensor cores on their taps; unfolded, each tap reads a long contiguous channel vector.
 // The rewritten channel index is m*C + c, m the row-major flat index of the block offsets (of the
-// taps, in an unfolded dimension). Forward
-// reads transformed x and w (and writes y, or a K-padded y' cropped after); backward-data writes
-// x' (mapped back by depth-to-space, alpha/beta applied there); backward-filter writes w'
-// (gathered back). Names: [s2d<b>][u][c<m>][k<m>], e.g. "s2d2", "s2d2c16", "c8", "c8k8",
-// "s2d2uc32".
+// taps, in an unfolded dimension). Forward reads transformed x and w (and writes y, or a K-padded
+// y' cropped after); backward-data writes x' (mapped back by depth-to-space, alpha/beta applied
+// there); backward-filter writes w' (gathered back). Names: [s2d<b>][u][c<m>][k<m>], e.g. "s2d2",
+// "s2d2c16", "c8", "c8k8", "s2d2uc32".
 //
 // with_rewrites() wraps a Backend: its candidates gain, for each rewrite that applies and may pay,
 // the inner backend's candidates of the rewritten problem, their EngineConfig::rewrite set to the
@@ -48,7 +47,7 @@ namespace convplan {
 // Which rewrite: block 1 = no space-to-depth; multiples 1 = no padding.
 struct CONVPLAN_EXPORT RewriteSpec {
   int64_t block = 1;
-  int64_t c_multiple = 1;    // the rewritten C (b^D * C) rounded up to this
+  int64_t c_multiple = 1;    // the rewritten C (b^D * C; unfolded b^(D-1) * S * C) rounded up
   int64_t k_multiple = 1;    // K rounded up to this
   bool unfold = false;       // the last spatial dimension unfolded into channels (forward only)
   std::string name() const;  // "s2d2c16"; "" for the identity
