@@ -28,7 +28,6 @@
 #include <ctime>
 #include <limits>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <random>
 #include <set>
@@ -41,6 +40,7 @@
 
 #include "convplan/log.h"
 #include "convplan/reference.h"
+#include "core/mutex.h"
 #include "core/tensor_offsets.h"
 #include "tune/post_op_inputs.h"
 
@@ -58,7 +58,7 @@ class CompileHandles {
   std::vector<std::unique_ptr<OwnedHandle>> take(int ordinal, size_t n) {
     std::vector<std::unique_ptr<OwnedHandle>> out;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       std::vector<std::unique_ptr<OwnedHandle>>& free = free_[ordinal];
       while (out.size() < n && !free.empty()) {
         out.push_back(std::move(free.back()));
@@ -74,14 +74,14 @@ class CompileHandles {
   }
 
   void give_back(int ordinal, std::vector<std::unique_ptr<OwnedHandle>> handles) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     for (auto& h : handles) free_[ordinal].push_back(std::move(h));
   }
 
  private:
   Backend& backend_;
-  std::mutex mu_;
-  std::map<int, std::vector<std::unique_ptr<OwnedHandle>>> free_;  // GUARDED_BY(mu_)
+  Mutex mu_;
+  std::map<int, std::vector<std::unique_ptr<OwnedHandle>>> free_ GUARDED_BY(mu_);
 };
 
 }  // namespace tune_detail
