@@ -27,7 +27,9 @@ constexpr const char* kPolicyVariables[] = {"CONVPLAN_TUNE",
                                             "CONVPLAN_ALLOW_RUNTIME_COMPILATION",
                                             "CONVPLAN_WORKSPACE_LIMIT",
                                             "CONVPLAN_TUNE_BUDGET_MS",
-                                            "CONVPLAN_VERBOSE"};
+                                            "CONVPLAN_REWRITES",
+                                            "CONVPLAN_VERBOSE",
+                                            "CONVPLAN_COMPILE_THREADS"};
 
 }  // namespace
 

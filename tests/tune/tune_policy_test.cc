@@ -59,7 +59,9 @@ const char* const kAllVariables[] = {"CONVPLAN_TUNE",
                                      "CONVPLAN_ALLOW_RUNTIME_COMPILATION",
                                      "CONVPLAN_WORKSPACE_LIMIT",
                                      "CONVPLAN_TUNE_BUDGET_MS",
-                                     "CONVPLAN_VERBOSE"};
+                                     "CONVPLAN_REWRITES",
+                                     "CONVPLAN_VERBOSE",
+                                     "CONVPLAN_COMPILE_THREADS"};
 
 // A fixture whose environment starts with no CONVPLAN_* variable set.
 class PolicyEnvTest : public ::testing::Test {
