@@ -160,23 +160,23 @@ StatusOr<cudnnHandle_t> Context::handle_for(int device, cudaStream_t stream) {
   return t_last.handle->handle();
 }
 
+Status Context::with_plan(const ConvProblem& problem, int device, uintptr_t stream,
+                          const std::function<void(cudnnHandle_t, const Plan&)>& use) {
+  nb::gil_scoped_release release;
+  CONVPLAN_RETURN_IF_ERROR(gpu_available());
+  CurrentDevice current(device);
+  // Before anything is made: a new handle (cudnnCreate) is no more capture-safe than tuning.
+  CONVPLAN_RETURN_IF_ERROR(check_not_capturing(as_stream(stream), problem));
+  CONVPLAN_ASSIGN_OR_RETURN(cudnnHandle_t handle, handle_for(device, as_stream(stream)));
+  CONVPLAN_ASSIGN_OR_RETURN(PlanRef ref, cache_->acquire(handle, problem));
+  use(handle, ref.plan());
+  return ok_status();
+}
+
 int64_t Context::prepare(const ConvProblem& problem, int device, uintptr_t stream) {
   int64_t workspace = 0;
-  Status status;
-  {
-    nb::gil_scoped_release release;
-    status = [&]() -> Status {
-      CONVPLAN_RETURN_IF_ERROR(gpu_available());
-      CurrentDevice current(device);
-      // Before anything is made: a new handle (cudnnCreate) is no more capture-safe than tuning.
-      CONVPLAN_RETURN_IF_ERROR(check_not_capturing(as_stream(stream), problem));
-      CONVPLAN_ASSIGN_OR_RETURN(cudnnHandle_t handle, handle_for(device, as_stream(stream)));
-      CONVPLAN_ASSIGN_OR_RETURN(PlanRef ref, cache_->acquire(handle, problem));
-      workspace = ref->workspace_bytes();
-      return ok_status();
-    }();
-  }
-  check(status);
+  check(with_plan(problem, device, stream,
+                  [&](cudnnHandle_t, const Plan& plan) { workspace = plan.workspace_bytes(); }));
   return workspace;
 }
 
@@ -228,31 +228,20 @@ void fill_best(const TuningRecord& record, Context::PlanInfo& info) {
 }  // namespace
 
 Context::PlanInfo Context::plan_info(const ConvProblem& problem, int device, uintptr_t stream) {
+  check(problem.validate());
   PlanInfo info;
-  Status status;
-  {
-    nb::gil_scoped_release release;
-    status = [&]() -> Status {
-      CONVPLAN_RETURN_IF_ERROR(problem.validate());
-      CONVPLAN_RETURN_IF_ERROR(gpu_available());
-      CurrentDevice current(device);
-      CONVPLAN_RETURN_IF_ERROR(check_not_capturing(as_stream(stream), problem));
-      CONVPLAN_ASSIGN_OR_RETURN(cudnnHandle_t handle, handle_for(device, as_stream(stream)));
-      CONVPLAN_ASSIGN_OR_RETURN(PlanRef ref, cache_->acquire(handle, problem));
-      info.config = ref->config().to_string();
-      info.unfused = ref->config().unfused;
-      info.workspace_bytes = ref->workspace_bytes();
-      std::optional<TuningRecord> record =
-          cache_->find_record(handle, problem, cache_->default_policy());
-      if (record.has_value()) {
-        info.time_ms = record->time_ms;
-        info.candidates = static_cast<int>(record->candidates.size());
-        fill_best(*record, info);
-      }
-      return ok_status();
-    }();
-  }
-  check(status);
+  check(with_plan(problem, device, stream, [&](cudnnHandle_t handle, const Plan& plan) {
+    info.config = plan.config().to_string();
+    info.unfused = plan.config().unfused;
+    info.workspace_bytes = plan.workspace_bytes();
+    std::optional<TuningRecord> record =
+        cache_->find_record(handle, problem, cache_->default_policy());
+    if (record.has_value()) {
+      info.time_ms = record->time_ms;
+      info.candidates = static_cast<int>(record->candidates.size());
+      fill_best(*record, info);
+    }
+  }));
   return info;
 }
 

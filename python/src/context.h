@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -78,6 +79,10 @@ class Context {
  private:
   using HandleKey = std::tuple<int, std::thread::id>;
   StatusOr<cudnnHandle_t> handle_for(int device, cudaStream_t stream);
+  // Without the GIL, on `device`: the plan of `problem` for (device, this thread), planned when
+  // it is not there yet (refused during stream capture), given to `use`.
+  Status with_plan(const ConvProblem& problem, int device, uintptr_t stream,
+                   const std::function<void(cudnnHandle_t, const Plan&)>& use);
 
   const uint64_t id_;  // unique in the process: the thread-local lookup never meets a stale one
   std::string db_path_;
