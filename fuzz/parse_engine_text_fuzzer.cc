@@ -9,34 +9,16 @@
 #include <cstdint>
 #include <cstdlib>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "convplan/engine_config.h"
 #include "convplan/tune_policy.h"
 #include "fuzz_check.h"
 
-namespace {
-
-// What TunePolicy::from_environment reads, but CONVPLAN_ERRATA_FILE (a path; see the header).
-constexpr const char* kPolicyVariables[] = {"CONVPLAN_TUNE",
-                                            "CONVPLAN_DISABLED_FWD_ENGINES",
-                                            "CONVPLAN_DISABLED_BWD_DATA_ENGINES",
-                                            "CONVPLAN_DISABLED_BWD_FILTER_ENGINES",
-                                            "CONVPLAN_FORBIDDEN_NOTES",
-                                            "CONVPLAN_DETERMINISTIC",
-                                            "CONVPLAN_ALLOW_RUNTIME_COMPILATION",
-                                            "CONVPLAN_WORKSPACE_LIMIT",
-                                            "CONVPLAN_TUNE_BUDGET_MS",
-                                            "CONVPLAN_REWRITES",
-                                            "CONVPLAN_VERBOSE",
-                                            "CONVPLAN_COMPILE_THREADS"};
-
-}  // namespace
-
 // The harness decides the environment: none of the variables it sets may come from outside.
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  for (const char* name : kPolicyVariables) unsetenv(name);
-  unsetenv("CONVPLAN_ERRATA_FILE");
+  for (const char* name : convplan::kTunePolicyVariables) unsetenv(name);
   return 0;
 }
 
@@ -87,7 +69,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // glibc's setenv keeps every value it was ever given, which would grow without bound here.
   static std::string entry;
   const std::string_view value = text.substr(0, text.find('\0'));
-  for (const char* name : kPolicyVariables) {
+  for (const char* name : kTunePolicyVariables) {
+    if (std::string_view(name) == "CONVPLAN_ERRATA_FILE") continue;  // a path (see the header)
     entry = std::string(name) + "=" + std::string(value);
     putenv(entry.data());
     StatusOr<TunePolicy> policy = TunePolicy::from_environment();

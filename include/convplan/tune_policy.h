@@ -101,10 +101,8 @@ struct CONVPLAN_EXPORT TunePolicy {
 
   const std::vector<EngineRule>& disabled_for(Direction d) const;
 
-  // Reads CONVPLAN_TUNE, the variables named above, CONVPLAN_REWRITES, CONVPLAN_VERBOSE and
-  // CONVPLAN_COMPILE_THREADS over
-  // `base`. A malformed variable is kInvalidArgument naming the variable, its value and the
-  // offending part.
+  // Reads the variables of kTunePolicyVariables over `base`. A malformed variable is
+  // kInvalidArgument naming the variable, its value and the offending part.
   static StatusOr<TunePolicy> from_environment(const TunePolicy& base);
   static StatusOr<TunePolicy> from_environment();  // over the defaults
 
@@ -113,6 +111,22 @@ struct CONVPLAN_EXPORT TunePolicy {
   std::string key() const;
   bool operator==(const TunePolicy&) const = default;
 };
+
+// Every environment variable TunePolicy::from_environment() reads (tests clear them; the fuzzer
+// sets each to its input).
+inline constexpr const char* kTunePolicyVariables[] = {"CONVPLAN_TUNE",
+                                                       "CONVPLAN_DISABLED_FWD_ENGINES",
+                                                       "CONVPLAN_DISABLED_BWD_DATA_ENGINES",
+                                                       "CONVPLAN_DISABLED_BWD_FILTER_ENGINES",
+                                                       "CONVPLAN_ERRATA_FILE",
+                                                       "CONVPLAN_FORBIDDEN_NOTES",
+                                                       "CONVPLAN_DETERMINISTIC",
+                                                       "CONVPLAN_ALLOW_RUNTIME_COMPILATION",
+                                                       "CONVPLAN_WORKSPACE_LIMIT",
+                                                       "CONVPLAN_TUNE_BUDGET_MS",
+                                                       "CONVPLAN_REWRITES",
+                                                       "CONVPLAN_VERBOSE",
+                                                       "CONVPLAN_COMPILE_THREADS"};
 
 // The key of `problem` tuned on `device` under `policy` by this library.
 CONVPLAN_EXPORT RecordKey record_key(const DeviceInfo& device, const ConvProblem& problem,

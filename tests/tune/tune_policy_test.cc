@@ -49,25 +49,11 @@ class ScopedEnv {
   std::map<std::string, std::optional<std::string>> saved_;
 };
 
-const char* const kAllVariables[] = {"CONVPLAN_TUNE",
-                                     "CONVPLAN_DISABLED_FWD_ENGINES",
-                                     "CONVPLAN_DISABLED_BWD_DATA_ENGINES",
-                                     "CONVPLAN_DISABLED_BWD_FILTER_ENGINES",
-                                     "CONVPLAN_ERRATA_FILE",
-                                     "CONVPLAN_FORBIDDEN_NOTES",
-                                     "CONVPLAN_DETERMINISTIC",
-                                     "CONVPLAN_ALLOW_RUNTIME_COMPILATION",
-                                     "CONVPLAN_WORKSPACE_LIMIT",
-                                     "CONVPLAN_TUNE_BUDGET_MS",
-                                     "CONVPLAN_REWRITES",
-                                     "CONVPLAN_VERBOSE",
-                                     "CONVPLAN_COMPILE_THREADS"};
-
 // A fixture whose environment starts with no CONVPLAN_* variable set.
 class PolicyEnvTest : public ::testing::Test {
  protected:
   PolicyEnvTest() {
-    for (const char* v : kAllVariables) env_.set(v, std::nullopt);
+    for (const char* v : kTunePolicyVariables) env_.set(v, std::nullopt);
   }
   StatusOr<TunePolicy> read(const std::string& name, const std::string& value) {
     env_.set(name, value);
