@@ -42,49 +42,10 @@
 #include "convplan/reference.h"
 #include "core/mutex.h"
 #include "core/tensor_offsets.h"
+#include "cudnn/handle_pool.h"
 #include "tune/post_op_inputs.h"
 
 namespace convplan {
-namespace tune_detail {
-
-// The compile pool's handles, per device ordinal, kept across tunes (a cudnnCreate costs more
-// than it is worth per wave). A wave takes what it needs and gives them back; several tunes at
-// once each get their own (new ones are made while the free list is empty).
-class CompileHandles {
- public:
-  explicit CompileHandles(Backend& backend) : backend_(backend) {}
-
-  // Up to `n` handles on device `ordinal`; fewer when the backend cannot make more.
-  std::vector<std::unique_ptr<OwnedHandle>> take(int ordinal, size_t n) {
-    std::vector<std::unique_ptr<OwnedHandle>> out;
-    {
-      MutexLock lock(mu_);
-      std::vector<std::unique_ptr<OwnedHandle>>& free = free_[ordinal];
-      while (out.size() < n && !free.empty()) {
-        out.push_back(std::move(free.back()));
-        free.pop_back();
-      }
-    }
-    while (out.size() < n) {
-      StatusOr<std::unique_ptr<OwnedHandle>> h = backend_.create_handle(ordinal);
-      if (!h.ok() || *h == nullptr) break;
-      out.push_back(std::move(h).value());
-    }
-    return out;
-  }
-
-  void give_back(int ordinal, std::vector<std::unique_ptr<OwnedHandle>> handles) {
-    MutexLock lock(mu_);
-    for (auto& h : handles) free_[ordinal].push_back(std::move(h));
-  }
-
- private:
-  Backend& backend_;
-  Mutex mu_;
-  std::map<int, std::vector<std::unique_ptr<OwnedHandle>>> free_ GUARDED_BY(mu_);
-};
-
-}  // namespace tune_detail
 
 namespace {
 
@@ -101,6 +62,13 @@ constexpr size_t kMaxKnobCombinationsPerRuntimeCompiledEngine = 8;
 // problem. The wave does not depend on the thread count, so neither does the choice.
 constexpr size_t kCompileWave = 4;
 constexpr size_t kMaxRuntimeCompiledLimited = 8;
+// Limited mode times the first this many of each heuristics list (of each kind, fused and
+// unfused), the rest wait for the last resort. The winners of ResNet-50's 23 forward layers at
+// b256 were all within the first 8 of heuristics A (H200, cuDNN 9.19); the candidates past them
+// cost about half of the tuning, more where they are slow: MobileNetV2's depthwise layers spent
+// 0.5-1.5 s timing precompiled engines at 7-57 ms a run against the 0.03-0.3 ms of the one
+// that won, rank 0 (issue 21).
+constexpr int kLimitedPerSource = 8;
 // The compile pool's default size (TunePolicy::compile_threads = 0), at most the hardware's.
 constexpr int kDefaultCompileThreads = 4;
 // A timed candidate stops once a run exceeds this multiple of the best median so far.
@@ -360,7 +328,7 @@ class TuneRun {
  public:
   TuneRun(Backend& backend, cudnnHandle_t handle, const ConvProblem& problem,
           const TunePolicy& policy, const TunerOptions& options, DeviceAllocator& allocator,
-          tune_detail::CompileHandles* compile_handles = nullptr)
+          HandlePool* compile_handles = nullptr)
       : backend_(backend),
         handle_(handle),
         problem_(problem),
@@ -461,7 +429,7 @@ class TuneRun {
   const TunePolicy& policy_;
   const TunerOptions& options_;
   DeviceAllocator& allocator_;
-  tune_detail::CompileHandles* const compile_handles_;  // null: every build on handle_
+  HandlePool* const compile_handles_;  // null: every build on handle_
   const Clock::time_point start_;
   DeviceInfo device_;
 
@@ -497,12 +465,23 @@ class TuneRun {
 };
 
 void TuneRun::add_candidates(const std::vector<Candidate>& list, CandidateSource source) {
+  // Positions in the source's own order, counted apart for the fused graph's engines and the
+  // plain convolution's (a chain gets both lists, one after the other). Rewritten candidates
+  // come capped by the rewriting backend already.
+  int position[2] = {0, 0};
+  const bool capped = policy_.mode == TuneMode::kLimited && source != CandidateSource::kAllEngines;
   for (const Candidate& c : list) {
+    const bool plain = c.config.rewrite.empty();
+    const int at = plain ? position[c.config.unfused ? 1 : 0]++ : 0;
     if (!seen_.insert(c.config).second) continue;
     Entry e;
     e.candidate = c;
     e.source = source;
     e.candidate.rank = static_cast<int>(entries_.size());
+    if (capped && plain && at >= kLimitedPerSource) {
+      e.deferred = "past the first " + std::to_string(kLimitedPerSource) + " of " +
+                   to_string(source) + "'s list (limited mode)";
+    }
     entries_.push_back(std::move(e));
   }
 }
@@ -1445,9 +1424,7 @@ const char* to_string(CandidateSource s) {
 Tuner::Tuner(std::shared_ptr<Backend> backend, TunerOptions options)
     : backend_(std::move(backend)),
       options_(std::move(options)),
-      compile_handles_(backend_ != nullptr
-                           ? std::make_unique<tune_detail::CompileHandles>(*backend_)
-                           : nullptr) {}
+      compile_handles_(backend_ != nullptr ? std::make_unique<HandlePool>(*backend_) : nullptr) {}
 Tuner::~Tuner() = default;
 Tuner::Tuner(Tuner&&) noexcept = default;
 Tuner& Tuner::operator=(Tuner&&) noexcept = default;

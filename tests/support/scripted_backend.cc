@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -262,17 +263,33 @@ StatusOr<DeviceInfo> ScriptedBackend::device_of(cudnnHandle_t handle) {
   return it != devices_.end() ? it->second : default_device(0);
 }
 
-StatusOr<std::vector<Candidate>> ScriptedBackend::candidates(cudnnHandle_t, const ConvProblem& p,
+StatusOr<std::vector<Candidate>> ScriptedBackend::candidates(cudnnHandle_t handle,
+                                                             const ConvProblem& p,
                                                              CandidateSource source) {
   ++heuristic_queries;
-  sleep_us(heuristics_delay_us_);
+  {  // a query uses its handle as an execution does: two threads in it at once are counted
+    std::atomic<int>& busy = in_use(handle);
+    if (busy.fetch_add(1) != 0) ++concurrent_handle_uses;
+    sleep_us(heuristics_delay_us_);
+    busy.fetch_sub(1);
+  }
+  // Mode B's own engines come first in its list (it has an order of its own); the other
+  // heuristic modes leave them out.
+  const bool heuristic =
+      source != CandidateSource::kAllEngines && source != CandidateSource::kFallback;
+  std::vector<const ScriptedEngine*> order;
+  for (const ScriptedEngine& e : engines_) order.push_back(&e);
+  std::stable_partition(order.begin(), order.end(),
+                        [](const ScriptedEngine* e) { return e->only_in_heuristic_b; });
   std::vector<Candidate> out;
-  for (const ScriptedEngine& e : engines_) {
+  for (const ScriptedEngine* ep : order) {
+    const ScriptedEngine& e = *ep;
     if (e.supports && !e.supports(p)) continue;
     const bool listed = source == CandidateSource::kAllEngines ? true
                         : source == CandidateSource::kFallback ? e.in_fallback
                                                                : e.in_heuristics;
     if (!listed) continue;
+    if (heuristic && e.only_in_heuristic_b && source != CandidateSource::kHeuristicB) continue;
     Candidate c;
     c.config.engine_id = e.id;
     for (const KnobInfo& k : e.knobs) c.config.knobs.push_back({k.type, k.default_value});
