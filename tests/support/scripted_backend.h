@@ -49,9 +49,10 @@ struct ScriptedEngine {
   int64_t workspace_bytes = 0;
   float time_ms = 1.0f;  // what time() reports for each run
   EngineBehavior behavior = EngineBehavior::kCorrect;
-  bool in_heuristics = true;    // listed by the heuristic modes (in the order of the script)
-  bool in_fallback = false;     // listed by kFallback
-  std::vector<KnobInfo> knobs;  // offered knobs, for exhaustive search
+  bool in_heuristics = true;         // listed by the heuristic modes (in the order of the script)
+  bool only_in_heuristic_b = false;  // with in_heuristics: kHeuristicB's alone, listed first
+  bool in_fallback = false;          // listed by kFallback
+  std::vector<KnobInfo> knobs;       // offered knobs, for exhaustive search
   // With a post-op chain: the notes of its unfused variant (the plain convolution's engine of the
   // same index), when they differ from `notes` (cuDNN's eng49 is precompiled unfused and compiled
   // at run time fused).

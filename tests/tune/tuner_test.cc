@@ -296,6 +296,41 @@ TEST_F(TunerTest, LimitedModeLeavesOutEnginesTheHeuristicsDoNotList) {
   EXPECT_EQ(candidate(r, 9), nullptr);  // fallback only
 }
 
+// Limited mode times the first 8 of each heuristics list; the rest wait for the last resort
+// (issue 21: the candidates past them cost half of the tuning and never won on ResNet-50).
+std::vector<ScriptedEngine> twelve_engines(float fastest_ms, int fastest_at) {
+  std::vector<ScriptedEngine> e(12);
+  for (int i = 0; i < 12; ++i) {
+    e[static_cast<size_t>(i)].id = 30 + i;
+    e[static_cast<size_t>(i)].time_ms = i == fastest_at ? fastest_ms : 2.0f + 0.1f * i;
+  }
+  return e;
+}
+
+TEST_F(TunerTest, LimitedModeTimesTheFirstEightOfEachHeuristicsList) {
+  auto e = twelve_engines(0.5f, 10);
+  e[11].only_in_heuristic_b = true;  // B's first: within its list's first 8
+  use_engines(e);
+  const TuningRecord r = tune_ok(small_problem());
+  EXPECT_EQ(r.config.engine_id, 30);  // the fastest of those timed; engine 40 was not timed
+  EXPECT_FALSE(candidate(r, 41)->times_ms.empty()) << "B's own first candidate is timed";
+  for (int64_t id : {38, 39, 40}) {
+    EXPECT_EQ(outcome(r, id), "not tried: past the first 8 of heuristic_a's list (limited mode)")
+        << id;
+  }
+  policy_.mode = TuneMode::kExhaustive;
+  EXPECT_EQ(tune_ok(small_problem()).config.engine_id, 40) << "exhaustive mode has no such cap";
+}
+
+TEST_F(TunerTest, CandidatesPastTheLimitedListsGetTheirTurnWhenNoneOfTheFirstPasses) {
+  auto e = twelve_engines(3.0f, 10);
+  for (int i = 0; i < 8; ++i) e[static_cast<size_t>(i)].behavior = EngineBehavior::kWrongResult;
+  use_engines(e);
+  const TuningRecord r = tune_ok(small_problem());
+  EXPECT_EQ(r.config.engine_id, 38);  // the fastest of the last resort's, 2.8 ms
+  EXPECT_EQ(outcome(r, 38), "ok");
+}
+
 TEST_F(TunerTest, SlowCandidateStopsAtTheCutoff) {
   std::vector<ScriptedEngine> e(2);
   e[0].id = 0;
