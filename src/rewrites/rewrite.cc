@@ -194,11 +194,18 @@ std::vector<Rewrite> applicable_rewrites(const ConvProblem& p) {
   };
   // A chain reads the user's k channels (bias, residual, y): k stays as it is under one.
   const int64_t k_mult = p.k % 8 != 0 && p.post_ops.empty() ? 8 : 1;
+  // Channel padding alone goes to one multiple: 16 bytes of channels (8 of fp16/bf16, 4 of
+  // fp32), what the tensor-core kernels load at once. Padded alone to 4 or 16 channels, the bf16
+  // stems never won on the H200 (issue 17: a rewrite stays only where it wins), and each costs the
+  // tuner a heuristics query and six timed candidates. After space-to-depth every multiple stays:
+  // s2d2c16 won the 3-D stem.
+  const int64_t aligned = std::max<int64_t>(4, 16 / size_of(p.data_type));
   auto with_padding = [&](int64_t block, int64_t channels) {
     if (block > 1) add({block, 1, k_mult});
     int64_t last = channels;
     for (int64_t m : {4, 8, 16}) {
       if (round_up(channels, m) == last) continue;  // the same rewritten problem as before
+      if (block == 1 && m != aligned) continue;
       last = round_up(channels, m);
       add({block, m, k_mult});
     }

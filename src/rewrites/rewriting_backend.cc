@@ -24,8 +24,8 @@ namespace {
 constexpr size_t kCandidatesPerRewrite = 3;
 // Threads that ask the heuristics about rewritten problems at once, each on a handle of its own
 // (the caller's thread on the caller's handle among them). Heuristics mode B took ~25 ms a
-// problem on an H200; one after another, the ResNet-50 stem's 7 rewrites added ~200 ms to its
-// tune, most of what rewrites cost the ResNet-50 suite (issue 17).
+// problem on an H200; one after another, the ResNet-50 stem's rewrites (7 then) added ~200 ms to
+// its tune, most of what rewrites cost the ResNet-50 suite (issue 17).
 constexpr size_t kQueryThreads = 8;
 
 // A plan's JSON as the rewriting backend writes it: the rewrite's name and the inner plan's JSON.
