@@ -1,9 +1,9 @@
 // The epilogue kernels: one pass over the output in 16-byte vectors (8 fp16/bf16, 4 fp32, 2 fp64
-// values per thread), each read once and written once, the residual read alongside. The generic
-// kernel interprets any chain; outputs of other strides, or pointers not 16-byte aligned, take its
-// element-wise variant. The fixed kernels are compiled per common chain (FixedChain), data type
-// and bias mode: kUnroll vectors in flight per thread, no loop over the chain, and the bias read
-// once per vector where the layout allows (FixedBiasMode).
+// values per thread), each read once and written once, the residual read alongside, kUnroll
+// vectors in flight per thread. The generic kernel interprets any chain, op by op over a vector;
+// outputs of other strides, or pointers not 16-byte aligned, take its element-wise variant. The
+// fixed kernels are compiled per common chain (FixedChain), data type and bias mode: no loop over
+// the chain, and the bias read once per vector where the layout allows (FixedBiasMode).
 #include "epilogues/epilogue_kernels.h"
 
 #include <cuda_bf16.h>
@@ -65,19 +65,37 @@ struct BF16 {
   __host__ __device__ static void store_vector(T* d, const T* s) { store16(d, s); }
 };
 
-// Whole vectors by a grid-stride loop; the last partial vector (fewer than kVector elements) by
-// thread 0.
+// Vectors in flight per thread: all loaded before any is computed, so that a thread keeps
+// kUnroll * 16 bytes (twice that with a residual) of loads outstanding.
+constexpr unsigned kUnroll = 4;
+
+// Whole vectors by a grid-stride loop, kUnroll per thread at a time as fixed_kernel takes them,
+// with epilogue_math.h's span steps (those of the host twin); the last partial vector (fewer than
+// kVector elements) by thread 0.
 template <typename Traits, typename Index>
 __global__ void __launch_bounds__(kThreads)
-    packed_kernel(EpilogueParams p, typename Traits::T* y, const typename Traits::T* bias,
-                  const typename Traits::T* residual, Index vectors, int tail) {
+    packed_kernel(EpilogueParams p, typename Traits::T* __restrict__ y,
+                  const typename Traits::T* __restrict__ bias,
+                  const typename Traits::T* __restrict__ residual, Index vectors, int tail) {
+  using T = typename Traits::T;
   constexpr int V = Traits::kVector;
-  const Index first = static_cast<Index>(blockIdx.x) * kThreads + threadIdx.x;
-  const Index step = static_cast<Index>(gridDim.x) * kThreads;
-  for (Index v = first; v < vectors; v += step) {
-    epilogue_packed_span<Traits, Index>(p, v * V, V, y, bias, residual);
+  constexpr Index kPerBlock = kThreads * kUnroll;
+  for (Index base = static_cast<Index>(blockIdx.x) * kPerBlock + threadIdx.x; base < vectors;
+       base += static_cast<Index>(gridDim.x) * kPerBlock) {
+    alignas(16) T vals[kUnroll][V];
+    alignas(16) T res[kUnroll][V];  // read only where loaded (a chain with an add)
+#pragma unroll
+    for (unsigned u = 0; u < kUnroll; ++u) {
+      const Index v = base + u * kThreads;
+      if (v < vectors) epilogue_load_span<Traits, Index>(v * V, V, y, residual, vals[u], res[u]);
+    }
+#pragma unroll
+    for (unsigned u = 0; u < kUnroll; ++u) {
+      const Index v = base + u * kThreads;
+      if (v < vectors) epilogue_finish_span<Traits, Index>(p, v * V, V, y, bias, res[u], vals[u]);
+    }
   }
-  if (first == 0 && tail > 0) {
+  if (blockIdx.x == 0 && threadIdx.x == 0 && tail > 0) {
     epilogue_packed_span<Traits, Index>(p, vectors * V, tail, y, bias, residual);
   }
 }
@@ -145,10 +163,6 @@ static_assert(chain_matches_table<FixedChain::kBias>() &&
               chain_matches_table<FixedChain::kRelu>() &&
               chain_matches_table<FixedChain::kBiasGelu>() &&
               chain_matches_table<FixedChain::kBiasSilu>() && kFixedChains == 8);
-
-// Vectors in flight per thread: all loaded before any is computed, so that a thread keeps
-// kUnroll * 16 bytes (twice that with a residual) of loads outstanding.
-constexpr unsigned kUnroll = 4;
 
 struct FixedArgs {
   unsigned vectors;   // whole vectors
@@ -331,13 +345,14 @@ cudaError_t enqueue(cudaStream_t stream, EpilogueType type, EpilogueKernel kerne
   constexpr int V = Traits::kVector;
   const long long vectors = p.elements / V;
   const int tail = static_cast<int>(p.elements % V);
+  const unsigned grid = blocks_for((vectors + kUnroll - 1) / kUnroll);
   // 32-bit index arithmetic where every index fits: the division per vector is the costly part.
   if (p.elements < (1ll << 31)) {
-    packed_kernel<Traits, unsigned><<<blocks_for(vectors), kThreads, 0, stream>>>(
-        p, y, bias, residual, static_cast<unsigned>(vectors), tail);
+    packed_kernel<Traits, unsigned>
+        <<<grid, kThreads, 0, stream>>>(p, y, bias, residual, static_cast<unsigned>(vectors), tail);
   } else {
     packed_kernel<Traits, long long>
-        <<<blocks_for(vectors), kThreads, 0, stream>>>(p, y, bias, residual, vectors, tail);
+        <<<grid, kThreads, 0, stream>>>(p, y, bias, residual, vectors, tail);
   }
   return cudaGetLastError();
 }

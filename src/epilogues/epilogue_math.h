@@ -16,6 +16,14 @@
 #define CONVPLAN_HD inline
 #endif
 
+// nvcc unrolls the loops over a vector's elements (so that its arrays stay in registers); the
+// host compiler has no such pragma.
+#if defined(__CUDA_ARCH__)
+#define CONVPLAN_UNROLL _Pragma("unroll")
+#else
+#define CONVPLAN_UNROLL
+#endif
+
 namespace convplan::epilogue_detail {
 
 // The same numbering as PostOpKind (epilogue.cc asserts it).
@@ -81,9 +89,10 @@ CONVPLAN_HD C epilogue_expm1(C v) {
     return expm1(v);
 }
 
-// One op of the chain on one value. The generic kernel calls it with the op read at run time, the
-// fixed kernels (epilogue_kernels.cu) with a compile-time op: the same expression either way, so
-// that both compile to the same arithmetic and their outputs agree byte for byte.
+// One op of the chain on one value. The kernels call it with a compile-time op (the generic one
+// through epilogue_op_on_span, the fixed ones through their chain), the element-wise path with the
+// op read at run time: the same expression every way, so that all compile to the same arithmetic
+// and their outputs agree byte for byte.
 template <typename C>
 CONVPLAN_HD C apply_epilogue_op(uint8_t op, C v, C bias, C residual, C add_scale) {
   const C zero = C(0), one = C(1), half = C(0.5);
@@ -104,8 +113,8 @@ CONVPLAN_HD C apply_epilogue_op(uint8_t op, C v, C bias, C residual, C add_scale
   }
 }
 
-// The chain on one value: bias is the element's channel's bias, residual its residual element
-// (read by the caller only when the chain has that op).
+// The chain on one value (the element-wise path): bias is the element's channel's bias, residual
+// its residual element (read by the caller only when the chain has that op).
 template <typename C>
 CONVPLAN_HD C apply_epilogue(const EpilogueParams& p, C v, C bias, C residual) {
   const C scale = C(p.add_scale);
@@ -119,53 +128,159 @@ CONVPLAN_HD bool epilogue_has(const EpilogueParams& p, uint8_t op) {
   return false;
 }
 
-// Elements [start, start + count) of a packed output, count <= Traits::kVector: loaded as one
-// vector when count is whole (Traits::load_vector / store_vector), else one by one. The channel is
-// found once and then stepped, so a vector costs one division however many channels it spans.
+// A packed output goes a vector (Traits::kVector elements, 16 bytes) at a time, in steps that the
+// kernel and its host twin share: load y's values (and the residual's), then apply the chain
+// (finding the vector's biases at the bias op) and store (epilogue_finish_span). The kernel loads
+// several vectors before it finishes any, to keep more loads in flight. A span is a whole vector
+// or the last, partial one (count < kVector elements, moved one by one). Every loop runs over all
+// kVector elements, so that the arrays stay in registers on the device (an index known only at
+// run time would put them in local memory); a partial span's elements past its count are computed
+// from whatever the caller put there and never stored.
+template <typename Traits, typename Index>
+CONVPLAN_HD void epilogue_load_span(Index start, int count, const typename Traits::T* y,
+                                    const typename Traits::T* residual, typename Traits::T* vals,
+                                    typename Traits::T* res) {
+  constexpr int V = Traits::kVector;
+  if (count == V) {
+    Traits::load_vector(y + start, vals);
+    if (residual != nullptr) Traits::load_vector(residual + start, res);
+    return;
+  }
+  CONVPLAN_UNROLL
+  for (int i = 0; i < V; ++i) {
+    if (i < count) {
+      vals[i] = y[start + i];
+      if (residual != nullptr) res[i] = residual[start + i];
+    }
+  }
+}
+
+template <typename Traits, typename Index>
+CONVPLAN_HD void epilogue_store_span(Index start, int count, typename Traits::T* y,
+                                     const typename Traits::T* vals) {
+  constexpr int V = Traits::kVector;
+  if (count == V) {
+    Traits::store_vector(y + start, vals);
+    return;
+  }
+  CONVPLAN_UNROLL
+  for (int i = 0; i < V; ++i)
+    if (i < count) y[start + i] = vals[i];
+}
+
+// The biases of the vector from `start` (past the output's end too: the channel wraps, so every
+// read is in bounds). The channel is found once, so that a vector costs one division however many
+// channels it spans. Most vectors cross no plane (channels-first) and no wrap of the channel
+// (channels-last): those take one bias, or consecutive ones, instead of stepping the channel per
+// element (the bias is the costliest step of a vector in the common chains). Each way reads the
+// same values.
+template <typename Traits, typename Index>
+CONVPLAN_HD void epilogue_span_bias(const EpilogueParams& p, Index start,
+                                    const typename Traits::T* bias, typename Traits::C* out) {
+  constexpr int V = Traits::kVector;
+  const Index cs = static_cast<Index>(p.channel_stride), k = static_cast<Index>(p.channels);
+  const Index bs = static_cast<Index>(p.bias_stride);
+  const Index q = cs == 1 ? start : start / cs;  // channels-last: no division by one
+  Index c = q % k, r = start - q * cs;
+  if (r + V <= cs) {  // one channel's plane
+    const typename Traits::C b = Traits::to_c(bias[c * bs]);
+    CONVPLAN_UNROLL
+    for (int i = 0; i < V; ++i) out[i] = b;
+  } else if (cs == 1 && c + V <= k) {  // consecutive channels
+    CONVPLAN_UNROLL
+    for (int i = 0; i < V; ++i) out[i] = Traits::to_c(bias[(c + i) * bs]);
+  } else {
+    CONVPLAN_UNROLL
+    for (int i = 0; i < V; ++i) {
+      out[i] = Traits::to_c(bias[c * bs]);
+      if (++r == cs) {
+        r = 0;
+        if (++c == k) c = 0;
+      }
+    }
+  }
+}
+
+// One op, known at compile time, on a vector's values: each element gets the fixed kernels'
+// expression. bias and res are read only by the op that needs them.
+template <typename Traits, uint8_t kOp>
+CONVPLAN_HD void epilogue_op_on_span(typename Traits::C* x, const typename Traits::C* bias,
+                                     const typename Traits::T* res, typename Traits::C scale) {
+  using C = typename Traits::C;
+  CONVPLAN_UNROLL
+  for (int i = 0; i < Traits::kVector; ++i) {
+    const C b = kOp == kOpBias ? bias[i] : C(0);
+    const C r = kOp == kOpAdd ? Traits::to_c(res[i]) : C(0);
+    x[i] = apply_epilogue_op<C>(kOp, x[i], b, r, scale);
+  }
+}
+
+// The chain on the values of the vector from `start`, op by op: one switch per op and vector rather
+// than per op and element, each case the op compiled for the whole vector. The biases are found
+// where the bias op is, so that they take no registers during the other ops. bias/residual are
+// null where the chain has no bias/add (res is then never read).
+template <typename Traits, typename Index>
+CONVPLAN_HD void epilogue_chain_on_span(const EpilogueParams& p, Index start,
+                                        const typename Traits::T* bias,
+                                        const typename Traits::T* res, typename Traits::T* vals) {
+  using C = typename Traits::C;
+  constexpr int V = Traits::kVector;
+  C x[V];
+  CONVPLAN_UNROLL
+  for (int i = 0; i < V; ++i) x[i] = Traits::to_c(vals[i]);
+  const C s = C(p.add_scale);
+  for (int o = 0; o < p.op_count; ++o) {
+    switch (p.ops[o]) {
+      case kOpBias: {
+        C b[V];
+        epilogue_span_bias<Traits, Index>(p, start, bias, b);
+        epilogue_op_on_span<Traits, kOpBias>(x, b, res, s);
+        break;
+      }
+      case kOpAdd: epilogue_op_on_span<Traits, kOpAdd>(x, nullptr, res, s); break;
+      case kOpRelu: epilogue_op_on_span<Traits, kOpRelu>(x, nullptr, res, s); break;
+      case kOpRelu6: epilogue_op_on_span<Traits, kOpRelu6>(x, nullptr, res, s); break;
+      case kOpGelu: epilogue_op_on_span<Traits, kOpGelu>(x, nullptr, res, s); break;
+      case kOpGeluTanh: epilogue_op_on_span<Traits, kOpGeluTanh>(x, nullptr, res, s); break;
+      case kOpSilu: epilogue_op_on_span<Traits, kOpSilu>(x, nullptr, res, s); break;
+      case kOpSigmoid: epilogue_op_on_span<Traits, kOpSigmoid>(x, nullptr, res, s); break;
+      case kOpTanh: epilogue_op_on_span<Traits, kOpTanh>(x, nullptr, res, s); break;
+      case kOpElu: epilogue_op_on_span<Traits, kOpElu>(x, nullptr, res, s); break;
+      default: break;  // as apply_epilogue_op: an unknown op leaves the value
+    }
+  }
+  CONVPLAN_UNROLL
+  for (int i = 0; i < V; ++i) vals[i] = Traits::from_c(x[i]);
+}
+
+// A loaded span of elements [start, start + count): the chain on its values, stored back to y.
+template <typename Traits, typename Index>
+CONVPLAN_HD void epilogue_finish_span(const EpilogueParams& p, Index start, int count,
+                                      typename Traits::T* y, const typename Traits::T* bias,
+                                      const typename Traits::T* res, typename Traits::T* vals) {
+  epilogue_chain_on_span<Traits, Index>(p, start, bias, res, vals);
+  epilogue_store_span<Traits, Index>(start, count, y, vals);
+}
+
+// Elements [start, start + count) of a packed output, count <= Traits::kVector, loaded and
+// finished (the host twin's every vector, the kernel's partial last one).
 template <typename Traits, typename Index>
 CONVPLAN_HD void epilogue_packed_span(const EpilogueParams& p, Index start, int count,
                                       typename Traits::T* y, const typename Traits::T* bias,
                                       const typename Traits::T* residual) {
   using T = typename Traits::T;
-  using C = typename Traits::C;
   constexpr int V = Traits::kVector;
-  const bool whole = count == V;
-  // Whole vectors move as one 16-byte word. Zeroed: GCC 12 with -fsanitize=thread reports
-  // -Wmaybe-uninitialized for res otherwise (it is read only where it was loaded).
+  // Zeroed: a partial span's other elements are computed too, and GCC 12 with -fsanitize=thread
+  // reports -Wmaybe-uninitialized for res otherwise (it is read only where it was loaded).
   alignas(16) T vals[V]{};
   alignas(16) T res[V]{};
-  const bool has_bias = bias != nullptr, has_add = residual != nullptr;
-  if (whole) {
-    Traits::load_vector(y + start, vals);
-    if (has_add) Traits::load_vector(residual + start, res);
-  } else {
-    for (int i = 0; i < count; ++i) {
-      vals[i] = y[start + i];
-      if (has_add) res[i] = residual[start + i];
-    }
-  }
-  const Index cs = static_cast<Index>(p.channel_stride), k = static_cast<Index>(p.channels);
-  const Index q = start / cs;
-  Index c = q % k, r = start - q * cs;
-  for (int i = 0; i < count; ++i) {
-    const C b = has_bias ? Traits::to_c(bias[c * static_cast<Index>(p.bias_stride)]) : C(0);
-    const C rv = has_add ? Traits::to_c(res[i]) : C(0);
-    vals[i] = Traits::from_c(apply_epilogue<C>(p, Traits::to_c(vals[i]), b, rv));
-    if (++r == cs) {
-      r = 0;
-      if (++c == k) c = 0;
-    }
-  }
-  if (whole) {
-    Traits::store_vector(y + start, vals);
-  } else {
-    for (int i = 0; i < count; ++i) y[start + i] = vals[i];
-  }
+  epilogue_load_span<Traits, Index>(start, count, y, residual, vals, res);
+  epilogue_finish_span<Traits, Index>(p, start, count, y, bias, res, vals);
 }
 
-// Which kernel runs a chain. kGeneric interprets the chain per element (every chain, layout and
-// alignment); kFixed is compiled for one of the common chains below (16-byte vectors, several in
-// flight per thread, the bias read once per vector where the layout allows) and falls back to
+// Which kernel runs a chain. kGeneric interprets the chain op by op per vector (every chain, layout
+// and alignment); kFixed is compiled for one of the common chains below (16-byte vectors, several
+// in flight per thread, the bias read once per vector where the layout allows) and falls back to
 // kGeneric where the chain, the data type, the layout or the alignment has none. Both give the
 // same bytes: they share apply_epilogue_op().
 enum class EpilogueKernel { kGeneric, kFixed };
