@@ -21,7 +21,9 @@
 
 namespace convplan {
 
-class HandlePool;  // spare cuDNN handles, kept across tunes (src/cudnn/handle_pool.h)
+namespace tune_detail {
+class CompileHandles;  // the compile pool's cuDNN handles, kept across tunes (tuner.cc)
+}  // namespace tune_detail
 
 struct CONVPLAN_EXPORT TunerOptions {
   // Problems whose float64 reference costs at most this many multiply-adds are checked against
@@ -82,7 +84,7 @@ class CONVPLAN_EXPORT Tuner {
   TunerOptions options_;
   // Handles on which the compile pool builds runtime-compiled candidates (TunePolicy::
   // compile_threads); declared after backend_, so released before it.
-  std::unique_ptr<HandlePool> compile_handles_;
+  std::unique_ptr<tune_detail::CompileHandles> compile_handles_;
 };
 
 }  // namespace convplan

@@ -1,18 +1,13 @@
 // with_rewrites(): a Backend decorator that adds rewritten candidates and builds their plans.
 #include <cudnn.h>
 
-#include <algorithm>
-#include <atomic>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <string>
-#include <thread>
 #include <utility>
-#include <vector>
 
 #include "convplan/environment.h"
 #include "convplan/rewrite.h"
-#include "cudnn/handle_pool.h"
 #include "rewrites/rewrite_internal.h"
 #include "rewrites/transform_kernels.h"
 
@@ -22,11 +17,6 @@ namespace {
 // Inner candidates kept per rewrite and source: the rewritten problems' best few. Each one costs
 // a validation run and timing in the tuner; the heuristics' later choices rarely win.
 constexpr size_t kCandidatesPerRewrite = 3;
-// Threads that ask the heuristics about rewritten problems at once, each on a handle of its own
-// (the caller's thread on the caller's handle among them). Heuristics mode B took ~25 ms a
-// problem on an H200; one after another, the ResNet-50 stem's rewrites (7 then) added ~200 ms to
-// its tune, most of what rewrites cost the ResNet-50 suite (issue 17).
-constexpr size_t kQueryThreads = 8;
 
 // A plan's JSON as the rewriting backend writes it: the rewrite's name and the inner plan's JSON.
 constexpr const char* kJsonRewriteKey = "convplan_rewrite";
@@ -124,7 +114,7 @@ bool rewrites_enabled_by_environment() {
 class RewritingBackend final : public Backend {
  public:
   RewritingBackend(std::shared_ptr<Backend> inner, bool enabled)
-      : inner_(std::move(inner)), enabled_(enabled), query_handles_(*inner_) {}
+      : inner_(std::move(inner)), enabled_(enabled) {}
 
   std::string name() const override { return inner_->name() + "+rewrites"; }
   StatusOr<DeviceInfo> device_of(cudnnHandle_t handle) override {
@@ -173,14 +163,8 @@ class RewritingBackend final : public Backend {
   }
 
  private:
-  using CandidateList = StatusOr<std::vector<Candidate>>;
-  std::vector<CandidateList> rewritten_candidates(cudnnHandle_t handle,
-                                                  const std::vector<Rewrite>& rewrites,
-                                                  CandidateSource source);
-
   std::shared_ptr<Backend> inner_;
   const bool enabled_;
-  HandlePool query_handles_;  // after inner_, which makes and destroys its handles
 };
 
 StatusOr<std::vector<Candidate>> RewritingBackend::candidates(cudnnHandle_t handle,
@@ -190,42 +174,17 @@ StatusOr<std::vector<Candidate>> RewritingBackend::candidates(cudnnHandle_t hand
                             inner_->candidates(handle, problem, source));
   // The fallback is asked for when nothing else worked: the problem itself, nothing clever.
   if (!enabled_ || source == CandidateSource::kFallback) return out;
-  const std::vector<Rewrite> rewrites = applicable_rewrites(problem);
-  const std::vector<CandidateList> lists = rewritten_candidates(handle, rewrites, source);
-  for (size_t r = 0; r < rewrites.size(); ++r) {
-    if (!lists[r].ok()) continue;  // the rewritten problem is not supported: no candidates from it
-    for (size_t i = 0; i < lists[r]->size() && i < kCandidatesPerRewrite; ++i) {
-      Candidate c = (*lists[r])[i];
-      c.config.rewrite = rewrites[r].name();
+  for (const Rewrite& r : applicable_rewrites(problem)) {
+    StatusOr<std::vector<Candidate>> inner = inner_->candidates(handle, r.rewritten, source);
+    if (!inner.ok()) continue;  // the rewritten problem is not supported: no candidates from it
+    for (size_t i = 0; i < inner->size() && i < kCandidatesPerRewrite; ++i) {
+      Candidate c = (*inner)[i];
+      c.config.rewrite = r.name();
       c.rank = static_cast<int>(out.size());
       out.push_back(std::move(c));
     }
   }
   return out;
-}
-
-// Each rewritten problem's candidates from `source`, in the order of `rewrites`. Asked on several
-// threads when the inner backend makes handles (the answers do not depend on the handle), else
-// one after another on `handle`.
-std::vector<RewritingBackend::CandidateList> RewritingBackend::rewritten_candidates(
-    cudnnHandle_t handle, const std::vector<Rewrite>& rewrites, CandidateSource source) {
-  std::vector<CandidateList> lists(rewrites.size(), std::vector<Candidate>{});
-  std::vector<std::unique_ptr<OwnedHandle>> spare;
-  const StatusOr<DeviceInfo> device = inner_->device_of(handle);
-  const size_t threads = std::min(rewrites.size(), kQueryThreads);
-  if (device.ok() && threads > 1) spare = query_handles_.take(device->ordinal, threads - 1);
-  std::atomic<size_t> next{0};
-  auto work = [&](cudnnHandle_t h) {
-    for (size_t i = next++; i < rewrites.size(); i = next++) {
-      lists[i] = inner_->candidates(h, rewrites[i].rewritten, source);
-    }
-  };
-  std::vector<std::thread> pool;
-  for (const auto& h : spare) pool.emplace_back(work, h->get());
-  work(handle);
-  for (std::thread& t : pool) t.join();
-  if (device.ok()) query_handles_.give_back(device->ordinal, std::move(spare));
-  return lists;
 }
 
 StatusOr<std::unique_ptr<Plan>> RewritingBackend::build(cudnnHandle_t handle,

@@ -323,6 +323,35 @@ TEST_F(RewriteGpuTest, TunerValidatesRewrittenCandidatesAndRecordsTheChoice) {
   EXPECT_EQ(plain->config.rewrite, "");
 }
 
+// Rewritten candidates are timed before the plain ones (issue 17), so a plain candidate whose
+// first run exceeds 4x the best rewritten median stops there (the cutoff) instead of taking all
+// its runs. At b256 the plain stem's engines take 1.7-27 ms a run, the unfolded one 0.41 ms.
+TEST_F(RewriteGpuTest, SlowPlainCandidatesStopAtTheCutoffSetByTheRewrittenOnes) {
+  const ConvProblem p = problem(kStem, Direction::kForward, 256);
+  TunePolicy policy;
+  policy.allow_runtime_compilation = false;
+  Tuner tuner(backend_);
+  auto record = tuner.tune(ctx_->handle(), p, policy);
+  ASSERT_TRUE(record.ok()) << record.status().to_string();
+  double best_rewritten = -1;
+  for (const CandidateResult& c : record->candidates) {
+    if (!c.config.rewrite.empty() && c.median_ms > 0 &&
+        (best_rewritten < 0 || c.median_ms < best_rewritten))
+      best_rewritten = c.median_ms;
+  }
+  ASSERT_GT(best_rewritten, 0);
+  int stopped = 0;
+  for (const CandidateResult& c : record->candidates) {
+    if (!c.config.rewrite.empty() || c.times_ms.empty()) continue;
+    if (c.times_ms.front() <= 4 * best_rewritten) continue;
+    EXPECT_EQ(c.times_ms.size(), 1u) << c.config.to_string() << ": " << c.outcome;
+    ++stopped;
+  }
+  report("stem b256: best rewritten " + std::to_string(best_rewritten) + " ms; " +
+         std::to_string(stopped) + " plain candidates stopped after one run");
+  EXPECT_GT(stopped, 0);
+}
+
 // The stem with its inference chain (bias + residual + relu), forced onto a rewrite by an errata
 // rule that disables every unrewritten candidate: the tuner's winner is a rewritten plan whose
 // chain reads the user's bias and residual, validated against the chained float64 reference.

@@ -50,37 +50,6 @@ TEST(RewritingBackend, AddsTheInnerCandidatesOfEachRewriteTaggedAfterThePlainOne
   for (const Candidate& x : *fallback) EXPECT_EQ(x.config.rewrite, "") << x.config.to_string();
 }
 
-// The rewritten problems are asked on threads and handles of their own (issue 17: one after
-// another they cost the stem's tune ~200 ms on an H200): the same list in the same order as the
-// first test's, no handle in two threads at once, and the spare handles kept for the next call.
-TEST(RewritingBackend, AsksTheRewrittenProblemsOnHandlesOfTheirOwnInOrder) {
-  auto inner = scripted();
-  inner->set_heuristics_delay_us(2000);  // long enough for the threads' queries to overlap
-  std::vector<std::string> texts;
-  {
-    auto backend = with_rewrites(inner);
-    for (int call = 0; call < 2; ++call) {
-      auto c = backend->candidates(scripted_handle(0), stem(), CandidateSource::kHeuristicB);
-      ASSERT_TRUE(c.ok()) << c.status().to_string();
-      std::vector<std::string> now;
-      for (const Candidate& x : *c) now.push_back(x.config.to_string());
-      if (call == 1) {
-        EXPECT_EQ(now, texts) << "the second call's order differs";
-      }
-      texts = now;
-    }
-    EXPECT_EQ(inner->heuristic_queries, 2 * (1 + 5));
-    EXPECT_EQ(inner->concurrent_handle_uses, 0);
-    EXPECT_EQ(inner->created_handles, 4) << "5 rewrites: the caller's handle and 4 spare ones";
-    EXPECT_EQ(inner->live_handles, 4) << "spare handles are kept for the next call";
-  }
-  EXPECT_EQ(inner->live_handles, 0) << "and destroyed with the backend";
-  ASSERT_EQ(texts.size(), 4u + 5u * 3u);
-  EXPECT_EQ(texts[4], "s2d2+eng10");
-  EXPECT_EQ(texts[7], "s2d2c8+eng10");
-  EXPECT_EQ(texts.back(), "s2d2uc32+eng12");
-}
-
 TEST(RewritingBackend, BuildsARewrittenPlanWithScratchAfterTheInnerWorkspace) {
   auto backend = with_rewrites(scripted());
   const ConvProblem p = stem();

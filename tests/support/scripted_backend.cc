@@ -263,16 +263,10 @@ StatusOr<DeviceInfo> ScriptedBackend::device_of(cudnnHandle_t handle) {
   return it != devices_.end() ? it->second : default_device(0);
 }
 
-StatusOr<std::vector<Candidate>> ScriptedBackend::candidates(cudnnHandle_t handle,
-                                                             const ConvProblem& p,
+StatusOr<std::vector<Candidate>> ScriptedBackend::candidates(cudnnHandle_t, const ConvProblem& p,
                                                              CandidateSource source) {
   ++heuristic_queries;
-  {  // a query uses its handle as an execution does: two threads in it at once are counted
-    std::atomic<int>& busy = in_use(handle);
-    if (busy.fetch_add(1) != 0) ++concurrent_handle_uses;
-    sleep_us(heuristics_delay_us_);
-    busy.fetch_sub(1);
-  }
+  sleep_us(heuristics_delay_us_);
   // Mode B's own engines come first in its list (it has an order of its own); the other
   // heuristic modes leave them out.
   const bool heuristic =

@@ -112,7 +112,8 @@ nlohmann::json row_json(const Row& r) {
     j["verification"] = {{"passed", r.verification->passed},
                          {"relative_error", r.verification->relative_error},
                          {"tolerance", r.verification->tolerance},
-                         {"elements_checked", r.verification->elements_checked}};
+                         {"elements_checked", r.verification->elements_checked},
+                         {"wall_ms", r.verification->wall_ms}};
   } else {
     j["verification"] = nullptr;
   }
@@ -176,7 +177,10 @@ class Progress {
     if (r.measured) {
       line << fixed(r.median_ms(), 4) << " ms, " << r.measured->config.to_string() << ", "
            << r.measured->source << " in " << fixed(r.measured->tuning_ms, 1) << " ms";
-      if (r.verification) line << (r.verification->passed ? ", verified" : ", VERIFY FAILED");
+      if (r.verification) {
+        line << (r.verification->passed ? ", verified" : ", VERIFY FAILED") << " in "
+             << fixed(r.verification->wall_ms, 1) << " ms";
+      }
     } else {
       line << "failed: " << r.status.to_string();
     }

@@ -102,7 +102,8 @@ std::string run_report(const ConvProblem& problem, const Environment& env, const
     const Verification& v = *r.verification;
     out << "verify     " << (v.passed ? "passed" : "FAILED") << ": relative error "
         << sci(v.relative_error) << (v.passed ? " <= " : " > ") << sci(v.tolerance) << " over "
-        << v.elements_checked << (v.full ? " elements (all)" : " sampled elements") << "\n";
+        << v.elements_checked << (v.full ? " elements (all)" : " sampled elements") << " in "
+        << fixed(v.wall_ms, 1) << " ms\n";
   }
   out << "cache      " << stats.to_string() << "\n";
   return out.str();

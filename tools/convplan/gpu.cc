@@ -207,6 +207,7 @@ StatusOr<Verification> verify(Session& session, const ConvProblem& problem) {
   // The plan the cache serves this handle, checked by the tuner's own check (issue 15: one set
   // of rules; issue 21: sampled on the device, seconds instead of minutes on large problems).
   CONVPLAN_ASSIGN_OR_RETURN(PlanRef ref, session.cache().acquire(session.handle(), problem));
+  const auto start = std::chrono::steady_clock::now();
   Tuner tuner(session.shared_backend());
   CONVPLAN_ASSIGN_OR_RETURN(
       OutputCheck c, tuner.check(session.handle(), problem, ref.plan(), &session.allocator()));
@@ -217,6 +218,8 @@ StatusOr<Verification> verify(Session& session, const ConvProblem& problem) {
   v.full = c.full;
   v.passed = c.passed;
   v.failure = c.failure;
+  v.wall_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   return v;
 }
 

@@ -116,6 +116,7 @@ struct Verification {
   bool full = false;  // the whole output (else a random sample of it)
   bool passed = false;
   std::string failure;  // why not, as the tuner words a rejected candidate
+  double wall_ms = 0;   // what the check cost (issue 21: <= 2 s on the suites' problems)
 };
 // Checks the plan the cache serves for (session's handle, problem) with Tuner::check: the
 // tuner's scratch buffers (fresh inputs, poisoned output, guard bytes), every output element or
