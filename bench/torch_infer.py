@@ -8,6 +8,9 @@ batch-norm statistics away from the identity), bf16 channels_last, eval, cudnn.b
                    kind won (fused cuDNN engine, or the convolution then convplan's epilogue kernel)
                    and the best time of each kind in the tuning record
       eager        PyTorch: conv, then bias, residual add and ReLU as separate (in-place) calls
+      compiled     the same ops out of place through torch.compile (default mode), compiled once
+                   per distinct layer: inductor's own epilogue kernel after cuDNN's convolution
+                   (left out with --skip-compile)
       cudnn_fused  torch.cudnn_convolution_relu / torch.cudnn_convolution_add_relu (F.conv2d with
                    its bias for the 4 layers with a bias alone)
       conv_only    PyTorch's convolution without any epilogue, for reference
@@ -117,7 +120,33 @@ def capture_inputs(gm, x):
     return seen
 
 
-def layer_variants(m, args):
+def conv_epilogue(xin, w, b, res, st, pad, dil, g, relu):
+    """A layer's convolution and epilogue as separate PyTorch ops, out of place: what
+    torch.compile is given per layer (it fuses the epilogue into a kernel of its own)."""
+    import torch.nn.functional as F
+    y = F.conv2d(xin, w, None, st, pad, dil, g) + b.view(1, -1, 1, 1)
+    if res is not None:
+        y = y + res
+    return y.relu() if relu else y
+
+
+_compiled_conv_epilogue = None
+
+
+def compiled_conv_epilogue():
+    """conv_epilogue through torch.compile (default mode), compiled once per distinct layer."""
+    global _compiled_conv_epilogue
+    if _compiled_conv_epilogue is None:
+        import torch
+        import torch._dynamo
+        torch._dynamo.config.cache_size_limit = 512  # one compilation per distinct layer
+        if hasattr(torch._dynamo.config, "recompile_limit"):
+            torch._dynamo.config.recompile_limit = 512
+        _compiled_conv_epilogue = torch.compile(conv_epilogue, dynamic=False)
+    return _compiled_conv_epilogue
+
+
+def layer_variants(m, args, compile_layers):
     import torch
     import torch.nn.functional as F
     xin = args[0]
@@ -146,11 +175,20 @@ def layer_variants(m, args):
     def conv_only():
         return F.conv2d(xin, w, None, st, pad, dil, g)
 
-    return {"convplan": convplan_call, "eager": eager, "cudnn_fused": cudnn_fused,
-            "conv_only": conv_only}
+    def compiled():
+        return compiled_conv_epilogue()(xin, w, b, res, st, pad, dil, g, relu)
+
+    variants = {"convplan": convplan_call, "eager": eager, "cudnn_fused": cudnn_fused,
+                "conv_only": conv_only}
+    if compile_layers:
+        variants["compiled"] = compiled
+    return variants
 
 
-def bench_layers(gm, x):
+LAYER_VARIANTS = ("convplan", "eager", "compiled", "cudnn_fused", "conv_only")
+
+
+def bench_layers(gm, x, compile_layers):
     import torch
     inputs = capture_inputs(gm, x)
     modules = dict(gm.named_modules())
@@ -165,7 +203,7 @@ def bench_layers(gm, x):
             row.update({k: info[k] for k in ("problem", "config", "kind", "time_ms",
                                              "best_fused_ms", "best_unfused_ms", "candidates")})
             row["ms"] = {}
-            for variant, fn in layer_variants(m, args).items():
+            for variant, fn in layer_variants(m, args, compile_layers).items():
                 try:
                     row["ms"][variant] = graph_time_ms(fn)
                 except Exception as e:  # noqa: BLE001 - a variant that cannot run is reported
@@ -174,8 +212,8 @@ def bench_layers(gm, x):
             layers.append(row)
             torch.cuda.empty_cache()
     totals = {}
-    for variant in ("convplan", "eager", "cudnn_fused", "conv_only"):
-        ms = [r["ms"][variant] for r in layers]
+    for variant in LAYER_VARIANTS:
+        ms = [r["ms"].get(variant) for r in layers]
         totals[variant] = sum(ms) if all(v is not None for v in ms) else None
     kinds = {}
     for r in layers:
@@ -221,8 +259,8 @@ def print_tables(batch, layers, totals, kinds, model):
     print(f"\nResNet-50 bf16 channels_last b{batch}: the 53 convolutions with their epilogues "
           "(GPU ms, CUDA graphs)")
     print("| layer | chain | convplan | kind (config) | best fused / unfused in tuning | eager "
-          "| cuDNN fused ops | conv only |")
-    print("|---|---|---|---|---|---|---|---|")
+          "| torch.compile | cuDNN fused ops | conv only |")
+    print("|---|---|---|---|---|---|---|---|---|")
 
     def f(v):
         return "-" if v is None or v < 0 else f"{v:.4f}"
@@ -231,9 +269,10 @@ def print_tables(batch, layers, totals, kinds, model):
         ms = r["ms"]
         print(f"| {r['name']} | {r['chain']} | {f(ms['convplan'])} | {r['kind']} "
               f"({r['config']}) | {f(r['best_fused_ms'])} / {f(r['best_unfused_ms'])} "
-              f"| {f(ms['eager'])} | {f(ms['cudnn_fused'])} | {f(ms['conv_only'])} |")
+              f"| {f(ms['eager'])} | {f(ms.get('compiled'))} | {f(ms['cudnn_fused'])} "
+              f"| {f(ms['conv_only'])} |")
     print(f"| **sum** | | {f(totals['convplan'])} | {kinds} | | {f(totals['eager'])} "
-          f"| {f(totals['cudnn_fused'])} | {f(totals['conv_only'])} |")
+          f"| {f(totals['compiled'])} | {f(totals['cudnn_fused'])} | {f(totals['conv_only'])} |")
     print(f"\nResNet-50 whole model b{batch} (ms per forward): "
           + ", ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}"
                       for k, v in model.items()))
@@ -246,7 +285,8 @@ def main(argv):
     ap.add_argument("--tune", default=None, help="heuristic, limited, exhaustive "
                     "(default: CONVPLAN_TUNE, else limited)")
     ap.add_argument("--db", default="off", help="tuning database (default off: tune here)")
-    ap.add_argument("--skip-compile", action="store_true")
+    ap.add_argument("--skip-compile", action="store_true",
+                    help="no torch.compile, neither of the model nor of each layer")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
 
@@ -273,7 +313,7 @@ def main(argv):
             gm(x)  # plans every fused problem (tuning, or the database)
         torch.cuda.synchronize()
         first_s = (datetime.datetime.now() - t0).total_seconds()
-        layers, totals, kinds = bench_layers(gm, x)
+        layers, totals, kinds = bench_layers(gm, x, not args.skip_compile)
         whole = bench_model(model, gm, x, args.iters, not args.skip_compile, batch <= 32)
         whole["first_forward_s"] = first_s
         fusions = {}
