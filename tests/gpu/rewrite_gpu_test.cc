@@ -128,6 +128,13 @@ class RewriteGpuTest : public ::testing::Test {
     if (dir == nullptr) return;
     std::ofstream(std::string(dir) + "/rewrite_matrix.txt", std::ios::app) << line << "\n";
   }
+  // `p` tuned in limited mode without runtime compilation, with or without rewrites.
+  StatusOr<TuningRecord> tune_precompiled(const ConvProblem& p, bool rewrites = true) {
+    TunePolicy policy;
+    policy.allow_runtime_compilation = false;
+    policy.rewrites = rewrites;
+    return Tuner(backend_).tune(ctx_->handle(), p, policy);
+  }
   // Runs every rewritten candidate of `p` (heuristic modes A and B) against the reference;
   // returns how many ran and matched.
   int check_every_candidate(const ConvProblem& p, int samples) {
@@ -299,10 +306,7 @@ TEST_F(RewriteGpuTest, Fp32ChannelsFirstWithAlphaBetaMatchesTheReference) {
 
 TEST_F(RewriteGpuTest, TunerValidatesRewrittenCandidatesAndRecordsTheChoice) {
   const ConvProblem p = problem(kStem, Direction::kForward, 32);
-  TunePolicy policy;
-  policy.allow_runtime_compilation = false;
-  Tuner tuner(backend_);
-  auto record = tuner.tune(ctx_->handle(), p, policy);
+  auto record = tune_precompiled(p);
   ASSERT_TRUE(record.ok()) << record.status().to_string();
   int rewritten_ok = 0;
   for (const CandidateResult& c : record->candidates) {
@@ -317,8 +321,7 @@ TEST_F(RewriteGpuTest, TunerValidatesRewrittenCandidatesAndRecordsTheChoice) {
          std::to_string(record->time_ms) +
          " ms; rewritten candidates ok: " + std::to_string(rewritten_ok));
   EXPECT_GT(rewritten_ok, 0);
-  policy.rewrites = false;
-  auto plain = tuner.tune(ctx_->handle(), p, policy);
+  auto plain = tune_precompiled(p, /*rewrites=*/false);
   ASSERT_TRUE(plain.ok()) << plain.status().to_string();
   EXPECT_EQ(plain->config.rewrite, "");
 }
@@ -328,10 +331,7 @@ TEST_F(RewriteGpuTest, TunerValidatesRewrittenCandidatesAndRecordsTheChoice) {
 // its runs. At b256 the plain stem's engines take 1.7-27 ms a run, the unfolded one 0.41 ms.
 TEST_F(RewriteGpuTest, SlowPlainCandidatesStopAtTheCutoffSetByTheRewrittenOnes) {
   const ConvProblem p = problem(kStem, Direction::kForward, 256);
-  TunePolicy policy;
-  policy.allow_runtime_compilation = false;
-  Tuner tuner(backend_);
-  auto record = tuner.tune(ctx_->handle(), p, policy);
+  auto record = tune_precompiled(p);
   ASSERT_TRUE(record.ok()) << record.status().to_string();
   double best_rewritten = -1;
   for (const CandidateResult& c : record->candidates) {
