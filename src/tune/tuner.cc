@@ -392,6 +392,8 @@ class TuneRun {
   };
 
   Status gather_candidates();
+  // Heuristics B's candidates, timed, where limited mode left them for later; the new end.
+  StatusOr<size_t> add_second_list(size_t end);
   // The backend's candidates from `source` (timed, at verbose level 2).
   StatusOr<std::vector<Candidate>> ask(CandidateSource source);
   void add_candidates(const std::vector<Candidate>& list, CandidateSource source);
@@ -506,8 +508,10 @@ class TuneRun {
   struct Phases {
     double candidates = 0, data = 0, build = 0, compile = 0, check = 0, timing = 0;
   } phases_;
-  size_t runtime_compiled_ = 0;  // runtime-compiled candidates built (screened) in this tune
-  bool last_resort_ = false;     // deferred candidates get their turn: no cap, no wave stop
+  size_t runtime_compiled_ = 0;       // runtime-compiled candidates built (screened) in this tune
+  bool last_resort_ = false;          // deferred candidates get their turn: no cap, no wave stop
+  bool second_list_pending_ = false;  // limited mode: heuristics B not asked yet
+  std::string compile_stop_;  // why limited mode compiles no more at run time ("" until then)
   int validation_runs_ = 0;
   // Declared last, so that its thread, which reads the members above, is joined before they go.
   std::future<Status> reference_;
@@ -549,6 +553,10 @@ Status TuneRun::gather_candidates() {
   CONVPLAN_ASSIGN_OR_RETURN(std::vector<Candidate> a, ask(CandidateSource::kHeuristicA));
   add_candidates(a, CandidateSource::kHeuristicA);
   if (policy_.mode == TuneMode::kHeuristic && !entries_.empty()) return ok_status();
+  if (policy_.mode == TuneMode::kLimited) {
+    second_list_pending_ = true;  // asked after A's candidates are timed (add_second_list)
+    return ok_status();
+  }
   CONVPLAN_ASSIGN_OR_RETURN(std::vector<Candidate> b, ask(CandidateSource::kHeuristicB));
   add_candidates(b, CandidateSource::kHeuristicB);
   if (policy_.mode != TuneMode::kExhaustive) return ok_status();
@@ -1147,6 +1155,10 @@ void TuneRun::compile_wave(const std::vector<Entry*>& wave) {
 
 Status TuneRun::screen_runtime_compiled(size_t begin, size_t end, bool budgeted) {
   const bool limited = policy_.mode == TuneMode::kLimited && !last_resort_;
+  if (limited && !compile_stop_.empty()) {  // an earlier range (heuristics A's) stopped compiling
+    defer_rest(begin, end, compile_stop_, 1);
+    return ok_status();
+  }
   std::vector<Entry*> todo;
   for (size_t i = begin; i < end; ++i) {
     Entry& e = entries_[i];
@@ -1155,10 +1167,10 @@ Status TuneRun::screen_runtime_compiled(size_t begin, size_t end, bool budgeted)
   for (size_t next = 0; next < todo.size();) {
     const size_t at = static_cast<size_t>(todo[next] - entries_.data());
     if (limited && runtime_compiled_ >= kMaxRuntimeCompiledLimited) {
-      defer_rest(at, end,
-                 "limited mode compiles at most " + std::to_string(kMaxRuntimeCompiledLimited) +
-                     " candidates at run time per problem",
-                 1);
+      compile_stop_ = "limited mode compiles at most " +
+                      std::to_string(kMaxRuntimeCompiledLimited) +
+                      " candidates at run time per problem";
+      defer_rest(at, end, compile_stop_, 1);
       return ok_status();
     }
     if (budgeted) {
@@ -1187,13 +1199,13 @@ Status TuneRun::screen_runtime_compiled(size_t begin, size_t end, bool budgeted)
       report(*e, "timed", ms_since(t0));
       if (std::find(wave.begin(), wave.end(), e) != wave.end()) ++runtime_compiled_;
     }
-    if (limited && best_before > 0 && !(best_median_ < best_before) && next < todo.size()) {
-      const size_t from = static_cast<size_t>(todo[next] - entries_.data());
-      defer_rest(from, end,
-                 "a wave of " + std::to_string(all.size()) +
-                     " runtime-compiled candidates did not improve on " + format_ms(best_before) +
-                     " ms (limited mode)",
-                 1);
+    if (limited && best_before > 0 && !(best_median_ < best_before)) {
+      compile_stop_ = "a wave of " + std::to_string(all.size()) +
+                      " runtime-compiled candidates did not improve on " + format_ms(best_before) +
+                      " ms (limited mode)";
+      if (next < todo.size()) {
+        defer_rest(static_cast<size_t>(todo[next] - entries_.data()), end, compile_stop_, 1);
+      }
       return ok_status();
     }
   }
@@ -1354,6 +1366,7 @@ StatusOr<Entry*> TuneRun::first_valid_in_rank_order(size_t begin, size_t end) {
 StatusOr<Entry*> TuneRun::choose_from(size_t begin, size_t end, bool budgeted) {
   if (policy_.mode == TuneMode::kHeuristic) return first_valid_in_rank_order(begin, end);
   CONVPLAN_RETURN_IF_ERROR(time_range(begin, end, budgeted));
+  CONVPLAN_ASSIGN_OR_RETURN(end, add_second_list(end));
   CONVPLAN_ASSIGN_OR_RETURN(Entry * chosen, validate_in_order_of_speed(begin, end));
   bool deferred = false;
   for (size_t i = begin; i < end; ++i) deferred = deferred || !entries_[i].deferred.empty();
@@ -1366,6 +1379,30 @@ StatusOr<Entry*> TuneRun::choose_from(size_t begin, size_t end, bool budgeted) {
   CONVPLAN_RETURN_IF_ERROR(screen_where(begin, end, true, true));
   CONVPLAN_RETURN_IF_ERROR(finish_timing(begin, end));
   return validate_in_order_of_speed(begin, end);
+}
+
+// Limited mode asks heuristics B only once A's candidates are timed, and only when the best of
+// them takes at least kRuntimeCompileMinMs (or none was timed): on the stems a B query took ~25
+// ms per rewritten problem (cuDNN answers them one at a time), more than B's candidates could
+// save a convolution that short (issue 21: under 0.1 ms, at most 0.2 s of tuning). B's
+// candidates are timed like A's; `end` becomes the end of the entries.
+StatusOr<size_t> TuneRun::add_second_list(size_t end) {
+  if (!second_list_pending_) return end;
+  second_list_pending_ = false;
+  if (best_median_ >= 0 && best_median_ < kRuntimeCompileMinMs) {
+    if (policy_.verbose >= 2) {
+      say("heuristics B not asked: the best of A takes " + format_ms(best_median_) + " ms < " +
+          format_ms(kRuntimeCompileMinMs) + " ms (limited mode)");
+    }
+    return end;
+  }
+  {
+    ScopedMs timer(phases_.candidates);
+    CONVPLAN_ASSIGN_OR_RETURN(std::vector<Candidate> b, ask(CandidateSource::kHeuristicB));
+    add_candidates(b, CandidateSource::kHeuristicB);
+  }
+  CONVPLAN_RETURN_IF_ERROR(time_range(end, entries_.size(), false));
+  return entries_.size();
 }
 
 void TuneRun::report(const Entry& e, const char* phase, double wall_ms) const {

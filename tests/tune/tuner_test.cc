@@ -331,6 +331,29 @@ TEST_F(TunerTest, CandidatesPastTheLimitedListsGetTheirTurnWhenNoneOfTheFirstPas
   EXPECT_EQ(outcome(r, 38), "ok");
 }
 
+// Limited mode asks heuristics B after timing A's candidates, and only when A's best takes at
+// least 0.1 ms: a B query cost ~25 ms per rewritten stem problem on the H200 (issue 21).
+TEST_F(TunerTest, LimitedModeAsksHeuristicsBOnlyWhenTheBestOfATakesAtLeastATenthOfAMillisecond) {
+  for (const float a_ms : {0.05f, 0.5f}) {
+    std::vector<ScriptedEngine> e(2);
+    e[0].id = 50;
+    e[0].time_ms = a_ms;
+    e[1].id = 51;  // B's own, faster
+    e[1].time_ms = a_ms / 2;
+    e[1].only_in_heuristic_b = true;
+    use_engines(e);
+    const TuningRecord r = tune_ok(small_problem());
+    if (a_ms < 0.1f) {
+      EXPECT_EQ(backend_->heuristic_queries.load(), 1) << "A only";
+      EXPECT_EQ(r.config.engine_id, 50);
+      EXPECT_EQ(candidate(r, 51), nullptr);
+    } else {
+      EXPECT_EQ(backend_->heuristic_queries.load(), 2) << "A, then B";
+      EXPECT_EQ(r.config.engine_id, 51);
+    }
+  }
+}
+
 TEST_F(TunerTest, SlowCandidateStopsAtTheCutoff) {
   std::vector<ScriptedEngine> e(2);
   e[0].id = 0;
