@@ -456,8 +456,7 @@ class TuneRun {
   // seeds exist (start_reference), waited for before the first check (await_reference).
   void start_reference();
   Status await_reference();
-  Status compute_reference();
-  bool full_reference() const;  // every output element checked (else a sample)
+  Status compute_reference(bool full);  // every output element checked (else a sample)
   Status upload_buffers();
   Status prepare_workspace(size_t bytes);
   StatusOr<std::string> broken_guard();  // "" when every guard is intact
@@ -709,7 +708,7 @@ Status TuneRun::prepare_buffers() {
   CONVPLAN_RETURN_IF_ERROR(post_inputs_.prepare(backend_, handle_, allocator_, problem_, rng_()));
   buffers_ready_ = true;
   flush_l2_ = problem_.min_bytes() <= static_cast<double>(device_.l2_bytes);
-  start_reference();
+  if (policy_.validate) start_reference();
   return ok_status();
 }
 
@@ -754,30 +753,26 @@ void TuneRun::pick_check_offsets(bool full) {
 // layer at b256 took 29 ms on 16 threads) overlaps the timing of candidates, which waits on the
 // GPU (issue 21). The offsets are drawn here, on the tune's thread, which owns rng_.
 void TuneRun::start_reference() {
-  if (!policy_.validate || reference_ready_ || reference_.valid()) return;
-  pick_check_offsets(full_reference());
-  reference_ = std::async(std::launch::async, [this] { return compute_reference(); });
+  if (reference_ready_ || reference_.valid()) return;
+  int64_t elements = 0;
+  for (TensorRole t : kTensorRoles) elements += problem_.shape_of(t).elements();
+  const bool full = problem_.flops() <= options_.reference_max_flops &&
+                    elements <= options_.reference_max_elements;
+  pick_check_offsets(full);
+  reference_ = std::async(std::launch::async, [this, full] { return compute_reference(full); });
 }
 
 Status TuneRun::await_reference() {
   if (reference_ready_) return ok_status();
   ScopedMs timer(phases_.data);
-  CONVPLAN_RETURN_IF_ERROR(reference_.valid() ? reference_.get() : compute_reference());
+  start_reference();  // started already by prepare_buffers() (validation is on)
+  CONVPLAN_RETURN_IF_ERROR(reference_.get());
   reference_ready_ = true;
   return ok_status();
 }
 
-bool TuneRun::full_reference() const {
-  int64_t elements = 0;
-  for (TensorRole t : kTensorRoles) elements += problem_.shape_of(t).elements();
-  return problem_.flops() <= options_.reference_max_flops &&
-         elements <= options_.reference_max_elements;
-}
-
-Status TuneRun::compute_reference() {
+Status TuneRun::compute_reference(bool full) {
   const Clock::time_point t0 = Clock::now();
-  const bool full = full_reference();
-  if (check_offsets_.empty()) pick_check_offsets(full);
   const TensorRole out = problem_.output_tensor();
   if (full) {
     std::vector<double> host[3];
