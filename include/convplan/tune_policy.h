@@ -26,7 +26,9 @@ enum class TuneMode {
   // of mode A's list, then of mode B's when A's best takes 0.1 ms or more; the rest only when
   // none of those passes).
   kLimited,
-  kExhaustive,  // every engine index and its knob combinations, within budget_ms
+  // Every engine index, then the knob combinations of those whose best configuration takes at
+  // most 1.5x the best median so far, within budget_ms.
+  kExhaustive,
   // For servers (PlanCache): the first call of a key gets the heuristic's first candidate that
   // passes validation at once, while the key is tuned in limited mode on a thread and handle of
   // the cache's own; later calls get the tuned plan. Its records are limited mode's (same key).
