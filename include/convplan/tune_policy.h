@@ -26,8 +26,9 @@ enum class TuneMode {
   // of mode A's list, then of mode B's when A's best takes 0.1 ms or more; the rest only when
   // none of those passes).
   kLimited,
-  // Every engine index, then the knob combinations of those whose best configuration takes at
-  // most 1.5x the best median so far, within budget_ms.
+  // Every engine index, then the knob combinations of those whose best configuration is within
+  // 1.5x of the best of the others (the heuristics' and every engine's default); those of engines
+  // compiled at run time stop after a wave of four that did not improve. Within budget_ms.
   kExhaustive,
   // For servers (PlanCache): the first call of a key gets the heuristic's first candidate that
   // passes validation at once, while the key is tuned in limited mode on a thread and handle of
