@@ -76,6 +76,12 @@ static_assert(static_cast<int>(DataType::kFloat) == detail::kHashedFloat &&
                   static_cast<int>(DataType::kDouble) == detail::kHashedDouble,
               "the hashed stores' type codes follow DataType");
 
+StatusOr<std::vector<Candidate>> Backend::candidates_for_rewrites(
+    cudnnHandle_t handle, const ConvProblem& problem, CandidateSource source,
+    const std::vector<std::string>& /*rewrites*/) {
+  return candidates(handle, problem, source);
+}
+
 StatusOr<std::unique_ptr<OwnedHandle>> Backend::create_handle(int ordinal) {
   return Status(StatusCode::kNotSupported, "backend '" + name() +
                                                "' cannot create a handle (for "

@@ -1,6 +1,7 @@
 // with_rewrites(): a Backend decorator that adds rewritten candidates and builds their plans.
 #include <cudnn.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -121,7 +122,14 @@ class RewritingBackend final : public Backend {
     return inner_->device_of(handle);
   }
   StatusOr<std::vector<Candidate>> candidates(cudnnHandle_t handle, const ConvProblem& problem,
-                                              CandidateSource source) override;
+                                              CandidateSource source) override {
+    return gather(handle, problem, source, nullptr);
+  }
+  StatusOr<std::vector<Candidate>> candidates_for_rewrites(
+      cudnnHandle_t handle, const ConvProblem& problem, CandidateSource source,
+      const std::vector<std::string>& rewrites) override {
+    return gather(handle, problem, source, &rewrites);
+  }
   StatusOr<std::vector<KnobInfo>> knobs(cudnnHandle_t handle, const ConvProblem& problem,
                                         int64_t engine_id) override {
     return inner_->knobs(handle, problem, engine_id);
@@ -163,18 +171,26 @@ class RewritingBackend final : public Backend {
   }
 
  private:
+  // The problem's candidates, then those of each rewrite that applies (of those in `only`, when
+  // given).
+  StatusOr<std::vector<Candidate>> gather(cudnnHandle_t handle, const ConvProblem& problem,
+                                          CandidateSource source,
+                                          const std::vector<std::string>* only);
+
   std::shared_ptr<Backend> inner_;
   const bool enabled_;
 };
 
-StatusOr<std::vector<Candidate>> RewritingBackend::candidates(cudnnHandle_t handle,
-                                                              const ConvProblem& problem,
-                                                              CandidateSource source) {
+StatusOr<std::vector<Candidate>> RewritingBackend::gather(cudnnHandle_t handle,
+                                                          const ConvProblem& problem,
+                                                          CandidateSource source,
+                                                          const std::vector<std::string>* only) {
   CONVPLAN_ASSIGN_OR_RETURN(std::vector<Candidate> out,
                             inner_->candidates(handle, problem, source));
   // The fallback is asked for when nothing else worked: the problem itself, nothing clever.
   if (!enabled_ || source == CandidateSource::kFallback) return out;
   for (const Rewrite& r : applicable_rewrites(problem)) {
+    if (only != nullptr && std::find(only->begin(), only->end(), r.name()) == only->end()) continue;
     StatusOr<std::vector<Candidate>> inner = inner_->candidates(handle, r.rewritten, source);
     if (!inner.ok()) continue;  // the rewritten problem is not supported: no candidates from it
     for (size_t i = 0; i < inner->size() && i < kCandidatesPerRewrite; ++i) {

@@ -118,6 +118,12 @@ constexpr size_t kMaxRuntimeCompiledLimited = 8;
 // 0.5-1.5 s timing precompiled engines at 7-57 ms a run against the 0.03-0.3 ms of the one
 // that won, rank 0 (issue 21).
 constexpr int kLimitedPerSource = 8;
+// Limited mode asks heuristics B about the rewrites (convplan/rewrite.h) whose best candidate of
+// A's came within this factor of the best median, besides the problem itself: a B query took ~25
+// ms per rewritten problem on the H200, 120-207 ms per stem with all of a stem's five rewrites
+// asked, more than the stems' tuning could afford (issue 21: a convolution under 0.1 ms, the
+// AlexNet stem, tuned in at most 0.2 s).
+constexpr double kSecondListRewriteFactor = 1.25;
 // The compile pool's default size (TunePolicy::compile_threads = 0), at most the hardware's.
 constexpr int kDefaultCompileThreads = 4;
 // A timed candidate stops once a run exceeds this multiple of the best median so far.
@@ -404,8 +410,12 @@ class TuneRun {
   Status gather_candidates();
   // Heuristics B's candidates, timed, where limited mode left them for later; the new end.
   StatusOr<size_t> add_second_list(size_t end);
-  // The backend's candidates from `source` (timed, at verbose level 2).
-  StatusOr<std::vector<Candidate>> ask(CandidateSource source);
+  // The backend's candidates from `source` (timed, at verbose level 2); of the rewrites, only
+  // those in `rewrites` when given.
+  StatusOr<std::vector<Candidate>> ask(CandidateSource source,
+                                       const std::vector<std::string>* rewrites = nullptr);
+  // The rewrites whose best timed candidate is within kSecondListRewriteFactor of the best median.
+  std::vector<std::string> rewrites_near_best() const;
   void add_candidates(const std::vector<Candidate>& list, CandidateSource source);
   // The chosen candidate of entries_[begin, end), or null when none is left. Heuristic mode:
   // the first in rank order that passes validation. Timed modes: every candidate is timed
@@ -555,9 +565,12 @@ void TuneRun::add_candidates(const std::vector<Candidate>& list, CandidateSource
   }
 }
 
-StatusOr<std::vector<Candidate>> TuneRun::ask(CandidateSource source) {
+StatusOr<std::vector<Candidate>> TuneRun::ask(CandidateSource source,
+                                              const std::vector<std::string>* rewrites) {
   const Clock::time_point t0 = Clock::now();
-  StatusOr<std::vector<Candidate>> list = backend_.candidates(handle_, problem_, source);
+  StatusOr<std::vector<Candidate>> list =
+      rewrites == nullptr ? backend_.candidates(handle_, problem_, source)
+                          : backend_.candidates_for_rewrites(handle_, problem_, source, *rewrites);
   if (policy_.verbose >= 2 && list.ok()) {
     say(std::string(to_string(source)) + ": " + std::to_string(list->size()) + " candidates in " +
         format_ms(ms_since(t0)) + " ms");
@@ -1438,8 +1451,9 @@ StatusOr<Entry*> TuneRun::choose_from(size_t begin, size_t end, bool budgeted) {
 // Limited mode asks heuristics B only once A's candidates are timed, and only when the best of
 // them takes at least kRuntimeCompileMinMs (or none was timed): on the stems a B query took ~25
 // ms per rewritten problem (cuDNN answers them one at a time), more than B's candidates could
-// save a convolution that short (issue 21: under 0.1 ms, at most 0.2 s of tuning). B's
-// candidates are timed like A's; `end` becomes the end of the entries.
+// save a convolution that short (issue 21: under 0.1 ms, at most 0.2 s of tuning). B is asked
+// for the problem and the rewrites near the best (kSecondListRewriteFactor; all of them when
+// none of A's was timed). B's candidates are timed like A's; `end` becomes the end of the entries.
 StatusOr<size_t> TuneRun::add_second_list(size_t end) {
   if (!second_list_pending_) return end;
   second_list_pending_ = false;
@@ -1452,11 +1466,35 @@ StatusOr<size_t> TuneRun::add_second_list(size_t end) {
   }
   {
     ScopedMs timer(phases_.candidates);
-    CONVPLAN_ASSIGN_OR_RETURN(std::vector<Candidate> b, ask(CandidateSource::kHeuristicB));
+    const std::vector<std::string> rewrites = rewrites_near_best();
+    const bool any_timed = best_median_ >= 0;
+    if (policy_.verbose >= 2 && any_timed) {
+      std::string names;
+      for (const std::string& r : rewrites) names += (names.empty() ? "" : ", ") + r;
+      say("heuristics B asked for the problem and the rewrites near the best: " +
+          (names.empty() ? std::string("none") : names));
+    }
+    CONVPLAN_ASSIGN_OR_RETURN(std::vector<Candidate> b,
+                              ask(CandidateSource::kHeuristicB, any_timed ? &rewrites : nullptr));
     add_candidates(b, CandidateSource::kHeuristicB);
   }
   CONVPLAN_RETURN_IF_ERROR(time_range(end, entries_.size(), false));
   return entries_.size();
+}
+
+std::vector<std::string> TuneRun::rewrites_near_best() const {
+  std::map<std::string, double> best;  // per rewrite, its best timed median
+  for (const Entry& e : entries_) {
+    const std::string& r = e.candidate.config.rewrite;
+    if (r.empty() || !e.timed || e.dropped) continue;
+    auto [it, added] = best.emplace(r, e.result.median_ms);
+    if (!added) it->second = std::min(it->second, e.result.median_ms);
+  }
+  std::vector<std::string> near;
+  for (const auto& [name, ms] : best) {
+    if (ms <= kSecondListRewriteFactor * best_median_) near.push_back(name);
+  }
+  return near;
 }
 
 void TuneRun::report(const Entry& e, const char* phase, double wall_ms) const {

@@ -50,6 +50,17 @@ TEST(RewritingBackend, AddsTheInnerCandidatesOfEachRewriteTaggedAfterThePlainOne
   for (const Candidate& x : *fallback) EXPECT_EQ(x.config.rewrite, "") << x.config.to_string();
 }
 
+TEST(RewritingBackend, CandidatesForRewritesAddOnlyTheNamedRewrites) {
+  auto backend = with_rewrites(scripted());
+  auto c = backend->candidates_for_rewrites(scripted_handle(0), stem(),
+                                            CandidateSource::kHeuristicB, {"uc32", "nonesuch"});
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  std::vector<std::string> texts;
+  for (const Candidate& x : *c) texts.push_back(x.config.to_string());
+  EXPECT_EQ(texts, (std::vector<std::string>{"eng10", "eng11", "eng12", "eng13", "uc32+eng10",
+                                             "uc32+eng11", "uc32+eng12"}));
+}
+
 TEST(RewritingBackend, BuildsARewrittenPlanWithScratchAfterTheInnerWorkspace) {
   auto backend = with_rewrites(scripted());
   const ConvProblem p = stem();

@@ -263,8 +263,8 @@ StatusOr<DeviceInfo> ScriptedBackend::device_of(cudnnHandle_t handle) {
   return it != devices_.end() ? it->second : default_device(0);
 }
 
-StatusOr<std::vector<Candidate>> ScriptedBackend::candidates(cudnnHandle_t, const ConvProblem& p,
-                                                             CandidateSource source) {
+StatusOr<std::vector<Candidate>> ScriptedBackend::list(const ConvProblem& p, CandidateSource source,
+                                                       const std::vector<std::string>* only) {
   ++heuristic_queries;
   sleep_us(heuristics_delay_us_);
   // Mode B's own engines come first in its list (it has an order of its own); the other
@@ -296,6 +296,17 @@ StatusOr<std::vector<Candidate>> ScriptedBackend::candidates(cudnnHandle_t, cons
       if (e.unfused_notes) unfused.notes = *e.unfused_notes;
       unfused.rank = static_cast<int>(out.size());
       out.push_back(std::move(unfused));
+    }
+  }
+  if (source == CandidateSource::kFallback) return out;  // as with_rewrites(): nothing clever
+  const size_t plain = out.size();
+  for (const std::string& name : rewrites_) {
+    if (only != nullptr && std::find(only->begin(), only->end(), name) == only->end()) continue;
+    for (size_t i = 0; i < plain; ++i) {
+      Candidate c = out[i];
+      c.config.rewrite = name;
+      c.rank = static_cast<int>(out.size());
+      out.push_back(std::move(c));
     }
   }
   return out;

@@ -73,8 +73,15 @@ class ScriptedBackend final : public Backend {
   StatusOr<DeviceInfo> device_of(cudnnHandle_t handle) override;
   // Handles 1000, 1001, ... on default_device(ordinal); counted in created_handles/live_handles.
   StatusOr<std::unique_ptr<OwnedHandle>> create_handle(int ordinal) override;
-  StatusOr<std::vector<Candidate>> candidates(cudnnHandle_t handle, const ConvProblem& problem,
-                                              CandidateSource source) override;
+  StatusOr<std::vector<Candidate>> candidates(cudnnHandle_t, const ConvProblem& problem,
+                                              CandidateSource source) override {
+    return list(problem, source, nullptr);
+  }
+  StatusOr<std::vector<Candidate>> candidates_for_rewrites(
+      cudnnHandle_t, const ConvProblem& problem, CandidateSource source,
+      const std::vector<std::string>& rewrites) override {
+    return list(problem, source, &rewrites);
+  }
   StatusOr<std::vector<KnobInfo>> knobs(cudnnHandle_t handle, const ConvProblem& problem,
                                         int64_t engine_id) override;
   StatusOr<std::unique_ptr<Plan>> build(cudnnHandle_t handle, const ConvProblem& problem,
@@ -98,6 +105,10 @@ class ScriptedBackend final : public Backend {
   void fail_next_builds(int count) { builds_to_fail_ = count; }
   // Each build() sleeps this long (models plan finalize; runtime-compiled engines sleep 10x).
   void set_build_delay_us(int us) { build_delay_us_ = us; }
+  // Names of rewrites (convplan/rewrite.h) whose candidates every list but the fallback adds after
+  // the plain ones, each engine's tagged with the name, as with_rewrites() does; the plans compute
+  // the plain convolution, and time_for sees the tag. None by default.
+  void set_rewrites(std::vector<std::string> names) { rewrites_ = std::move(names); }
   // Each candidates() call sleeps this long (models the heuristics query).
   void set_heuristics_delay_us(int us) { heuristics_delay_us_ = us; }
   // Destroys and re-creates the handle at the same address: its earlier plans become stale.
@@ -129,11 +140,16 @@ class ScriptedBackend final : public Backend {
   const ScriptedEngine* engine(int64_t id) const;
 
  private:
+  // The candidates of `source`, then those of the scripted rewrites (of those in `only`, if given).
+  StatusOr<std::vector<Candidate>> list(const ConvProblem& problem, CandidateSource source,
+                                        const std::vector<std::string>* only);
+
   class Allocator;
   class ScriptedPlan;
   friend class ScriptedPlan;
 
   std::vector<ScriptedEngine> engines_;
+  std::vector<std::string> rewrites_;
   std::unique_ptr<Allocator> allocator_;
   std::mutex mu_;
   std::map<cudnnHandle_t, DeviceInfo> devices_;                        // GUARDED_BY(mu_)
