@@ -24,7 +24,23 @@ CONVPLAN_EXPORT int cuda_device_count();  // 0 where gpu_available() is not ok
 CONVPLAN_EXPORT int64_t cudnn_runtime_version();
 CONVPLAN_EXPORT int cuda_runtime_version();
 
+// How the cuDNN backend builds plans.
+struct CONVPLAN_EXPORT CudnnBackendOptions {
+  // Plans of runtime-compiled engines share their compiled kernels across the shapes of one graph
+  // topology (direction, types, layout, dense/grouped/depthwise, post-op chain) through cuDNN's
+  // kernel cache, one per device and topology (cuDNN 9.5 or later; such plans are built on a
+  // dynamic-shape graph). A new shape of a known topology then need not compile again. Off by
+  // default: not yet measured on a GPU (README, "Tuning cost").
+  bool kernel_cache = false;
+
+  // The defaults with CONVPLAN_KERNEL_CACHE (1/0, true/false, yes/no, on/off) applied;
+  // kInvalidArgument naming the variable and its value.
+  static StatusOr<CudnnBackendOptions> from_environment();
+};
+
+// The backend with the default options; with `options`.
 CONVPLAN_EXPORT std::shared_ptr<Backend> make_cudnn_backend();
+CONVPLAN_EXPORT std::shared_ptr<Backend> make_cudnn_backend(const CudnnBackendOptions& options);
 
 // A cuDNN handle on `device`, bound to a non-blocking stream that it owns, or (for_stream) to a
 // stream that the caller owns, such as a framework's current stream. Move-only.

@@ -97,7 +97,9 @@ bool interpreter_finalizing() {
 Context::Context(const ContextOptions& options) : id_(g_next_context_id.fetch_add(1)) {
   PlanCacheOptions cache_options;
   // The rewrites (space-to-depth, channel padding) are candidates like any engine, as in the CLI.
-  cache_options.backend = with_rewrites(make_cudnn_backend());
+  StatusOr<CudnnBackendOptions> backend_options = CudnnBackendOptions::from_environment();
+  if (!backend_options.ok()) raise_status(backend_options.status());
+  cache_options.backend = with_rewrites(make_cudnn_backend(*backend_options));
   cache_options.capacity = options.capacity;
   StatusOr<TunePolicy> policy = TunePolicy::from_environment();
   if (!policy.ok()) raise_status(policy.status());

@@ -11,11 +11,13 @@
 #include <mutex>
 #include <string>
 
+#include "convplan/environment.h"
 #include "cudnn/check.h"
 #include "cudnn/cuda_util.h"
 #include "cudnn/engines.h"
 #include "cudnn/epilogue_plan.h"
 #include "cudnn/graph.h"
+#include "cudnn/kernel_cache.h"
 #include "cudnn/output_check.h"
 #include "cudnn/output_check_kernels.h"
 #include "cudnn/plan.h"
@@ -61,8 +63,14 @@ class OwnedContext final : public OwnedHandle {
   CudnnContext context_;
 };
 
+// cuDNN's kernel cache descriptor and the dynamic-shape graphs it needs: 9.5 and later.
+constexpr int64_t kKernelCacheMinVersion = 90500;
+
 class CudnnBackend final : public Backend {
  public:
+  explicit CudnnBackend(const CudnnBackendOptions& options)
+      : kernel_cache_(options.kernel_cache && cudnn_runtime_version() >= kKernelCacheMinVersion) {}
+
   std::string name() const override { return "cudnn"; }
 
   StatusOr<std::unique_ptr<OwnedHandle>> create_handle(int ordinal) override {
@@ -128,9 +136,10 @@ class CudnnBackend final : public Backend {
 
   StatusOr<std::unique_ptr<Plan>> build(cudnnHandle_t handle, const ConvProblem& problem,
                                         const EngineConfig& config) override {
-    if (config.unfused) return cudnn_detail::build_unfused_plan(handle, problem, config);
+    cudnn_detail::KernelCaches* caches = kernel_caches_for(handle);
+    if (config.unfused) return cudnn_detail::build_unfused_plan(handle, problem, config, caches);
     CONVPLAN_ASSIGN_OR_RETURN(std::unique_ptr<cudnn_detail::CudnnPlan> plan,
-                              cudnn_detail::build_plan(handle, problem, config));
+                              cudnn_detail::build_plan(handle, problem, config, caches));
     return std::unique_ptr<Plan>(std::move(plan));
   }
 
@@ -311,15 +320,41 @@ class CudnnBackend final : public Backend {
     return slot.get();  // a racing thread's extra buffer is freed on return
   }
 
+  // The kernel caches of the handle's device; null when the option is off (or the device of the
+  // handle cannot be told: the plan is then built without).
+  cudnn_detail::KernelCaches* kernel_caches_for(cudnnHandle_t handle) {
+    if (!kernel_cache_) return nullptr;
+    StatusOr<int> device = device_of_handle(handle);
+    if (!device.ok()) return nullptr;
+    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_ptr<cudnn_detail::KernelCaches>& slot = kernel_caches_[*device];
+    if (slot == nullptr) slot = std::make_unique<cudnn_detail::KernelCaches>();
+    return slot.get();
+  }
+
+  const bool kernel_cache_;
   std::mutex mu_;
-  std::map<int, DeviceInfo> devices_;                               // GUARDED_BY(mu_)
-  std::map<int, std::unique_ptr<CudaDeviceAllocator>> allocators_;  // GUARDED_BY(mu_)
-  std::map<int, std::unique_ptr<FlushBuffer>> flush_;               // GUARDED_BY(mu_)
+  std::map<int, std::unique_ptr<cudnn_detail::KernelCaches>> kernel_caches_;  // GUARDED_BY(mu_)
+  std::map<int, DeviceInfo> devices_;                                         // GUARDED_BY(mu_)
+  std::map<int, std::unique_ptr<CudaDeviceAllocator>> allocators_;            // GUARDED_BY(mu_)
+  std::map<int, std::unique_ptr<FlushBuffer>> flush_;                         // GUARDED_BY(mu_)
 };
 
 }  // namespace
 
-std::shared_ptr<Backend> make_cudnn_backend() { return std::make_shared<CudnnBackend>(); }
+StatusOr<CudnnBackendOptions> CudnnBackendOptions::from_environment() {
+  CudnnBackendOptions options;
+  if (std::optional<std::string_view> v = env_value("CONVPLAN_KERNEL_CACHE")) {
+    CONVPLAN_ASSIGN_OR_RETURN(options.kernel_cache, parse_bool_value("CONVPLAN_KERNEL_CACHE", *v));
+  }
+  return options;
+}
+
+std::shared_ptr<Backend> make_cudnn_backend() { return make_cudnn_backend(CudnnBackendOptions{}); }
+
+std::shared_ptr<Backend> make_cudnn_backend(const CudnnBackendOptions& options) {
+  return std::make_shared<CudnnBackend>(options);
+}
 
 StatusOr<std::vector<EngineReport>> inspect_engines(cudnnHandle_t handle,
                                                     const ConvProblem& problem) {

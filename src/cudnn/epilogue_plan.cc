@@ -72,12 +72,13 @@ StatusOr<std::string> UnfusedPlan::to_json() const {
 }
 
 StatusOr<std::unique_ptr<Plan>> build_unfused_plan(cudnnHandle_t handle, const ConvProblem& problem,
-                                                   const EngineConfig& config) {
+                                                   const EngineConfig& config,
+                                                   KernelCaches* kernel_caches) {
   CONVPLAN_RETURN_IF_ERROR(check_unfused(problem, config));
   EngineConfig plain = config;
   plain.unfused = false;
   CONVPLAN_ASSIGN_OR_RETURN(std::unique_ptr<CudnnPlan> conv,
-                            build_plan(handle, problem.without_post_ops(), plain));
+                            build_plan(handle, problem.without_post_ops(), plain, kernel_caches));
   return std::unique_ptr<Plan>(std::make_unique<UnfusedPlan>(problem, std::move(conv)));
 }
 

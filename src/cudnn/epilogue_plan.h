@@ -43,9 +43,11 @@ class UnfusedPlan final : public Plan {
 };
 
 // The unfused plan of `config` (unfused = true) for a problem with a chain: kInvalidArgument
-// when either is missing, else build_plan's answer for the plain convolution.
+// when either is missing, else build_plan's answer for the plain convolution (with
+// `kernel_caches`, as there).
 StatusOr<std::unique_ptr<Plan>> build_unfused_plan(cudnnHandle_t handle, const ConvProblem& problem,
-                                                   const EngineConfig& config);
+                                                   const EngineConfig& config,
+                                                   KernelCaches* kernel_caches = nullptr);
 // The same from UnfusedPlan::to_json() (kInvalidArgument without the prefix).
 StatusOr<std::unique_ptr<Plan>> unfused_plan_from_json(cudnnHandle_t handle,
                                                        const ConvProblem& problem,

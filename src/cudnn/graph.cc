@@ -283,7 +283,8 @@ ConvGeometry conv_geometry(const ConvProblem& p) {
   return g;
 }
 
-StatusOr<ConvGraph> build_conv_graph(cudnnHandle_t handle, const ConvProblem& p) {
+StatusOr<ConvGraph> build_conv_graph(cudnnHandle_t handle, const ConvProblem& p,
+                                     bool dynamic_shape) {
   CONVPLAN_RETURN_IF_ERROR(p.validate());
   const ConvGeometry geometry = conv_geometry(p);
   const cudnnDataType_t type = cudnn_data_type(p.data_type);
@@ -312,6 +313,11 @@ StatusOr<ConvGraph> build_conv_graph(cudnnHandle_t handle, const ConvProblem& p)
   }
   for (BackendDescriptor& d : chain_ops) g.post.push_back(std::move(d));
   CONVPLAN_CUDNN_CHECK(g.graph.set_descriptors(CUDNN_ATTR_OPERATIONGRAPH_OPS, ops));
+  if (dynamic_shape) {
+    const bool on = true;
+    CONVPLAN_CUDNN_CHECK(g.graph.set(CUDNN_ATTR_OPERATIONGRAPH_IS_DYNAMIC_SHAPE_ENABLED,
+                                     CUDNN_TYPE_BOOLEAN, 1, &on));
+  }
   CONVPLAN_CUDNN_CHECK(g.graph.finalize());
   return g;
 }

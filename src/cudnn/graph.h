@@ -64,6 +64,7 @@ struct ConvGraph {
 // particular device (CUDNN_ATTR_OPERATIONGRAPH_HANDLE unset), which is enough for engine
 // enumeration without a GPU but not for building plans. kInvalidArgument for an invalid problem;
 // cuDNN's refusal (kNotSupported, kCudnnError) otherwise.
-StatusOr<ConvGraph> build_conv_graph(cudnnHandle_t handle, const ConvProblem& problem);
+StatusOr<ConvGraph> build_conv_graph(cudnnHandle_t handle, const ConvProblem& problem,
+                                     bool dynamic_shape = false);
 
 }  // namespace convplan::cudnn_detail

@@ -8,6 +8,7 @@
 
 #include "cudnn/check.h"
 #include "cudnn/engines.h"
+#include "cudnn/kernel_cache.h"
 
 namespace convplan::cudnn_detail {
 namespace {
@@ -154,52 +155,122 @@ StatusOr<std::string> plan_json(const BackendDescriptor& plan) {
   return text;
 }
 
+namespace {
+
+// A plan's engine configuration on its graph, and the descriptors it was made from.
+struct ConfiguredGraph {
+  ConvGraph graph;
+  BackendDescriptor engine;
+  BackendDescriptor engine_config;
+  NoteSet notes = 0;
+
+  // The descriptors a plan made from this must keep alive, in the order they are released.
+  std::vector<BackendDescriptor> release() && {
+    std::vector<BackendDescriptor> out;
+    out.push_back(std::move(engine_config));
+    out.push_back(std::move(engine));
+    for (BackendDescriptor* d :
+         {&graph.graph, &graph.operation, &graph.conv, &graph.x, &graph.w, &graph.y}) {
+      out.push_back(std::move(*d));
+    }
+    for (BackendDescriptor& d : graph.post) out.push_back(std::move(d));
+    return out;
+  }
+};
+
+// The graph of `problem` (dynamic-shape or not), the engine by index and a configuration with
+// the knob choices; kNotSupported when the engine, its notes or a knob value does not fit.
+StatusOr<ConfiguredGraph> configure(cudnnHandle_t handle, const ConvProblem& problem,
+                                    const EngineConfig& config, bool dynamic_shape) {
+  ConfiguredGraph out;
+  CONVPLAN_ASSIGN_OR_RETURN(out.graph, build_conv_graph(handle, problem, dynamic_shape));
+  StatusOr<BackendDescriptor> engine = make_engine(out.graph.graph, config.engine_id);
+  if (!engine.ok()) {
+    return engine.status().with_context("engine " + std::to_string(config.engine_id));
+  }
+  out.engine = std::move(engine).value();
+  CONVPLAN_ASSIGN_OR_RETURN(out.notes, engine_notes(out.engine));
+  CONVPLAN_RETURN_IF_ERROR(check_notes_allowed(problem, config.engine_id, out.notes));
+  if (!config.knobs.empty()) {
+    CONVPLAN_ASSIGN_OR_RETURN(std::vector<KnobInfo> offered, engine_knob_ranges(out.engine));
+    CONVPLAN_RETURN_IF_ERROR(check_knobs(config, offered));
+  }
+  StatusOr<BackendDescriptor> engine_config = make_engine_config(out.engine, config.knobs);
+  if (!engine_config.ok()) return engine_config.status().with_context(config.to_string());
+  out.engine_config = std::move(engine_config).value();
+  return out;
+}
+
+// A finalized execution plan of `configured` on `handle`, given `kernel_cache` when not null.
+StatusOr<BackendDescriptor> finalize_plan(cudnnHandle_t handle, const ConfiguredGraph& configured,
+                                          const EngineConfig& config,
+                                          const BackendDescriptor* kernel_cache) {
+  CONVPLAN_ASSIGN_OR_RETURN(BackendDescriptor plan,
+                            BackendDescriptor::create(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR));
+  CONVPLAN_CUDNN_CHECK(plan.set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle));
+  CONVPLAN_CUDNN_CHECK(
+      plan.set_descriptor(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, configured.engine_config));
+  if (kernel_cache != nullptr) {
+    CONVPLAN_CUDNN_CHECK(
+        plan.set_descriptor(CUDNN_ATTR_EXECUTION_PLAN_KERNEL_CACHE, *kernel_cache));
+  }
+  const cudnnStatus_t s = plan.finalize();
+  if (s != CUDNN_STATUS_SUCCESS) {
+    return cudnn_failure(s, "cudnnBackendFinalize(plan)", __FILE__, __LINE__)
+        .with_context(config.to_string());
+  }
+  return plan;
+}
+
+StatusOr<std::unique_ptr<CudnnPlan>> make_plan(cudnnHandle_t handle, const ConvProblem& problem,
+                                               const EngineConfig& config,
+                                               ConfiguredGraph configured, BackendDescriptor plan,
+                                               std::shared_ptr<const BackendDescriptor> cache) {
+  CONVPLAN_ASSIGN_OR_RETURN(int64_t workspace, plan_workspace(plan));
+  const NoteSet notes = configured.notes;
+  auto out = std::make_unique<CudnnPlan>(handle, config, notes, workspace, std::move(plan),
+                                         std::move(configured).release(), problem.post_ops);
+  out->keep_kernel_cache(std::move(cache));
+  return out;
+}
+
+// The plan of a runtime-compiled engine on a dynamic-shape graph with the topology's kernel
+// cache; cuDNN's refusal (an engine without dynamic-shape support) when it cannot be built so.
+StatusOr<std::unique_ptr<CudnnPlan>> build_cached_plan(cudnnHandle_t handle,
+                                                       const ConvProblem& problem,
+                                                       const EngineConfig& config,
+                                                       KernelCaches& caches) {
+  CONVPLAN_ASSIGN_OR_RETURN(ConfiguredGraph configured, configure(handle, problem, config, true));
+  CONVPLAN_ASSIGN_OR_RETURN(std::shared_ptr<const BackendDescriptor> cache,
+                            caches.get(problem, configured.graph.graph));
+  CONVPLAN_ASSIGN_OR_RETURN(BackendDescriptor plan,
+                            finalize_plan(handle, configured, config, cache.get()));
+  return make_plan(handle, problem, config, std::move(configured), std::move(plan),
+                   std::move(cache));
+}
+
+}  // namespace
+
 StatusOr<std::unique_ptr<CudnnPlan>> build_plan(cudnnHandle_t handle, const ConvProblem& problem,
-                                                const EngineConfig& config) {
+                                                const EngineConfig& config,
+                                                KernelCaches* kernel_caches) {
   if (handle == nullptr) return invalid_argument("handle is null");
   if (config.unfused) {
     return invalid_argument(config.to_string() +
                             " is an unfused configuration; it is built by "
                             "build_unfused_plan (cudnn/epilogue_plan.h)");
   }
-  CONVPLAN_ASSIGN_OR_RETURN(ConvGraph graph, build_conv_graph(handle, problem));
-  StatusOr<BackendDescriptor> engine = make_engine(graph.graph, config.engine_id);
-  if (!engine.ok()) {
-    return engine.status().with_context("engine " + std::to_string(config.engine_id));
+  CONVPLAN_ASSIGN_OR_RETURN(ConfiguredGraph configured, configure(handle, problem, config, false));
+  if (kernel_caches != nullptr && (configured.notes & kNoteRuntimeCompilation) != 0) {
+    StatusOr<std::unique_ptr<CudnnPlan>> cached =
+        build_cached_plan(handle, problem, config, *kernel_caches);
+    // An engine that cannot run a dynamic-shape graph is built as before (a real failure, such
+    // as memory, fails that build too).
+    if (cached.ok()) return cached;
   }
-  CONVPLAN_ASSIGN_OR_RETURN(NoteSet notes, engine_notes(*engine));
-  CONVPLAN_RETURN_IF_ERROR(check_notes_allowed(problem, config.engine_id, notes));
-  if (!config.knobs.empty()) {
-    CONVPLAN_ASSIGN_OR_RETURN(std::vector<KnobInfo> offered, engine_knob_ranges(*engine));
-    CONVPLAN_RETURN_IF_ERROR(check_knobs(config, offered));
-  }
-  StatusOr<BackendDescriptor> engine_config = make_engine_config(*engine, config.knobs);
-  if (!engine_config.ok()) return engine_config.status().with_context(config.to_string());
   CONVPLAN_ASSIGN_OR_RETURN(BackendDescriptor plan,
-                            BackendDescriptor::create(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR));
-  CONVPLAN_CUDNN_CHECK(plan.set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle));
-  CONVPLAN_CUDNN_CHECK(
-      plan.set_descriptor(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, *engine_config));
-  {
-    const cudnnStatus_t s = plan.finalize();
-    if (s != CUDNN_STATUS_SUCCESS) {
-      return cudnn_failure(s, "cudnnBackendFinalize(plan)", __FILE__, __LINE__)
-          .with_context(config.to_string());
-    }
-  }
-  CONVPLAN_ASSIGN_OR_RETURN(int64_t workspace, plan_workspace(plan));
-  std::vector<BackendDescriptor> keep_alive;
-  keep_alive.push_back(std::move(engine_config).value());
-  keep_alive.push_back(std::move(engine).value());
-  keep_alive.push_back(std::move(graph.graph));
-  keep_alive.push_back(std::move(graph.operation));
-  keep_alive.push_back(std::move(graph.conv));
-  keep_alive.push_back(std::move(graph.x));
-  keep_alive.push_back(std::move(graph.w));
-  keep_alive.push_back(std::move(graph.y));
-  for (BackendDescriptor& d : graph.post) keep_alive.push_back(std::move(d));
-  return std::make_unique<CudnnPlan>(handle, config, notes, workspace, std::move(plan),
-                                     std::move(keep_alive), problem.post_ops);
+                            finalize_plan(handle, configured, config, nullptr));
+  return make_plan(handle, problem, config, std::move(configured), std::move(plan), nullptr);
 }
 
 StatusOr<std::unique_ptr<CudnnPlan>> plan_from_json(cudnnHandle_t handle,

@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "convplan/backend.h"
 #include "cudnn/descriptor.h"
@@ -39,6 +40,11 @@ class CudnnPlan final : public Plan {
   // For tests and benchmarks: the raw plan, and the variant pack of the last execute (null before
   // the first).
   cudnnBackendDescriptor_t raw_plan() const { return plan_.get(); }
+  // Keeps the kernel cache the plan was finalized with as long as the plan (null: none).
+  void keep_kernel_cache(std::shared_ptr<const BackendDescriptor> cache) {
+    kernel_cache_ = std::move(cache);
+  }
+  bool uses_kernel_cache() const { return kernel_cache_ != nullptr; }
   cudnnBackendDescriptor_t raw_variant_pack() const { return variant_pack_.get(); }
 
  private:
@@ -50,6 +56,7 @@ class CudnnPlan final : public Plan {
   int64_t workspace_bytes_;
   BackendDescriptor plan_;
   std::vector<BackendDescriptor> keep_alive_;
+  std::shared_ptr<const BackendDescriptor> kernel_cache_;
   // The last variant pack and the pointers it holds.
   BackendDescriptor variant_pack_;
   TensorPointers pack_tensors_;
@@ -64,10 +71,16 @@ class CudnnPlan final : public Plan {
 Status check_pointers(const TensorPointers& tensors, void* workspace, int64_t workspace_bytes,
                       const PostOps& chain = {});
 
+class KernelCaches;
+
 // A fresh graph on `handle`, the engine by index, a configuration with the knob choices, the plan
 // finalized. kNotSupported when the engine, its notes or a knob value does not fit the problem.
+// With `kernel_caches` (those of the handle's device), a runtime-compiled engine's plan is built
+// on a dynamic-shape graph with its topology's kernel cache, so that it reuses a kernel compiled
+// for another shape; an engine that cannot be built so is built as without.
 StatusOr<std::unique_ptr<CudnnPlan>> build_plan(cudnnHandle_t handle, const ConvProblem& problem,
-                                                const EngineConfig& config);
+                                                const EngineConfig& config,
+                                                KernelCaches* kernel_caches = nullptr);
 // A plan re-created on `handle` from its JSON form; config and notes are read back from it (the
 // knob choices as far as cuDNN reports them for the deserialized configuration).
 StatusOr<std::unique_ptr<CudnnPlan>> plan_from_json(cudnnHandle_t handle,

@@ -31,6 +31,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -819,6 +820,68 @@ TEST_F(CudnnEngines, JsonCloneOnSecondHandleAgreesAndRunsOnThatHandlesStream) {
 
 // The cached path (same pointers) must cost at most 1.1x a bare cudnnBackendExecute with a ready
 // variant pack, measured as the best of 30 batches of 100 calls each (host time only).
+// With CudnnBackendOptions::kernel_cache, runtime-compiled engines are built on dynamic-shape
+// graphs with their topology's kernel cache: several depthwise and dense shapes of one topology
+// each, where the later shapes may take the kernels compiled for the earlier ones. Every such
+// plan must match the reference, and so must its JSON clone on the second handle; at least one
+// plan must have been built with a cache (else the option does nothing on this cuDNN).
+TEST_F(CudnnEngines, KernelCachePlansMatchTheReferenceAndCloneThroughJson) {
+  CudnnBackendOptions options;
+  options.kernel_cache = true;
+  backend_ = make_cudnn_backend(options);
+  std::vector<ConvProblem> problems;
+  for (const auto& [c, size, stride] : {std::tuple{32, 28, 1}, {96, 14, 2}, {144, 14, 1}}) {
+    ConvProblem p = conv(Direction::kForward, 2, 4, c, c, c, {size, size, 1}, {3, 3, 1},
+                         DataType::kBFloat16, Layout::kChannelsLast);
+    p.pad_before = p.pad_after = {1, 1, 0};
+    p.stride = {stride, stride, 1};
+    problems.push_back(p);
+  }
+  for (const auto& [c, k, size] : {std::tuple{64, 64, 14}, {128, 96, 7}}) {
+    problems.push_back(conv(Direction::kForward, 2, 4, c, k, 1, {size, size, 1}, {1, 1, 1},
+                            DataType::kBFloat16, Layout::kChannelsLast));
+  }
+  int cached = 0, checked = 0;
+  for (const ConvProblem& p : problems) {
+    SCOPED_TRACE(p.to_string());
+    const HostData data = make_data(p);
+    StatusOr<DeviceTensors> dev = upload(ctx1_->handle(), p, data);
+    ASSERT_TRUE(dev.ok()) << dev.status().to_string();
+    StatusOr<DeviceTensors> dev2 = upload(ctx2_->handle(), p, data);
+    ASSERT_TRUE(dev2.ok()) << dev2.status().to_string();
+    int rtc = 0;
+    for (const Candidate& cand : all_candidates(ctx1_->handle(), p)) {
+      if ((cand.notes & kNoteRuntimeCompilation) == 0 || ++rtc > 2) continue;
+      const std::string name = cand.config.to_string();
+      StatusOr<std::unique_ptr<Plan>> plan = backend_->build(ctx1_->handle(), p, cand.config);
+      if (!plan.ok()) continue;
+      const auto* built = dynamic_cast<const cudnn_detail::CudnnPlan*>(plan->get());
+      if (built != nullptr && built->uses_kernel_cache()) ++cached;
+      StatusOr<std::string> json = (*plan)->to_json();
+      ASSERT_TRUE(json.ok()) << name << ": " << json.status().to_string();
+      StatusOr<std::unique_ptr<Plan>> clone = backend_->build_from_json(ctx2_->handle(), p, *json);
+      ASSERT_TRUE(clone.ok()) << name << ": " << clone.status().to_string();
+      for (auto [ctx, d, run] : {std::tuple{ctx1_.get(), &*dev, plan->get()},
+                                 std::tuple{ctx2_.get(), &*dev2, clone->get()}}) {
+        const cudnnHandle_t h = ctx->handle();
+        ASSERT_TRUE(ensure_workspace(h, run->workspace_bytes()).ok());
+        ASSERT_TRUE(reset_output(h, p, data, *d).ok());
+        const Status s = run->execute(h, d->pointers(), workspace_.get());
+        ASSERT_TRUE(s.ok()) << name << ": " << s.to_string();
+        StatusOr<std::vector<double>> got = get(h, p, d->output(p));
+        ASSERT_TRUE(got.ok()) << name << ": " << got.status().to_string();
+        EXPECT_LE(relative_l2_error(*got, data.expected), relative_error_tolerance(p, cand.notes))
+            << name << (run == plan->get() ? " (built)" : " (JSON clone)") << ", seed " << seed_;
+        ++checked;
+      }
+    }
+  }
+  std::printf(
+      "kernel cache: %d of the runtime-compiled plans built with a cache, %d runs checked\n",
+      cached, checked);
+  EXPECT_GT(cached, 0) << "no runtime-compiled engine took a kernel cache";
+}
+
 TEST_F(CudnnEngines, CachedExecuteCostsNoMoreThanABareExecute) {
   ConvProblem p = conv(Direction::kForward, 2, 1, 8, 8, 1, {8, 8, 1}, {1, 1, 1}, DataType::kFloat,
                        Layout::kChannelsFirst);

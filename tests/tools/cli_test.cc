@@ -694,11 +694,9 @@ TEST_F(Cli, BadEnvironmentExits2BeforeTheGpuCheck) {
   // Case 13: the variables are read before the GPU is looked for, so this machine's missing GPU
   // (exit 3) never hides them; and every boolean takes the usual spellings.
   const std::vector<std::pair<std::string, std::string>> bad = {
-      {"CONVPLAN_DB_ASSUME_NETWORK_FS", "maybe"},
-      {"CONVPLAN_DETERMINISTIC", "2"},
-      {"CONVPLAN_TUNE_BUDGET_MS", "nan"},
-      {"CONVPLAN_MAX_INPUT_BYTES", "12Q"},
-      {"CONVPLAN_DB_ALLOW_SHARED_FOLDER", "sure"}};
+      {"CONVPLAN_DB_ASSUME_NETWORK_FS", "maybe"},  {"CONVPLAN_DETERMINISTIC", "2"},
+      {"CONVPLAN_TUNE_BUDGET_MS", "nan"},          {"CONVPLAN_MAX_INPUT_BYTES", "12Q"},
+      {"CONVPLAN_DB_ALLOW_SHARED_FOLDER", "sure"}, {"CONVPLAN_KERNEL_CACHE", "maybe"}};
   for (const auto& [name, value] : bad) {
     env_[name] = value;
     for (const std::vector<std::string>& c :

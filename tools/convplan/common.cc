@@ -46,6 +46,7 @@ std::optional<TuneMode> tune_mode_flag(const std::string& s) {
 
 Status check_configuration() {
   CONVPLAN_RETURN_IF_ERROR(TunePolicy::from_environment().status());
+  CONVPLAN_RETURN_IF_ERROR(CudnnBackendOptions::from_environment().status());
   // PlanCache::create reads it too (the same rule: a whole number >= 0, empty meaning unset);
   // checked here so that a bad value is a usage error before the GPU is looked for.
   if (std::optional<std::string_view> v = env_value("CONVPLAN_CACHE_CAPACITY"); v && !v->empty()) {

@@ -76,7 +76,10 @@ StatusOr<std::unique_ptr<Session>> Session::open(const SessionOptions& options) 
   CONVPLAN_ASSIGN_OR_RETURN(CudnnContext context, CudnnContext::create(options.gpu));
   // The runtime calls made here directly (events, copies) go to the session's device.
   CLI_CUDA(cudaSetDevice(options.gpu));
-  std::unique_ptr<Session> s(new Session(std::move(context), with_rewrites(make_cudnn_backend())));
+  CONVPLAN_ASSIGN_OR_RETURN(CudnnBackendOptions backend_options,
+                            CudnnBackendOptions::from_environment());
+  std::unique_ptr<Session> s(
+      new Session(std::move(context), with_rewrites(make_cudnn_backend(backend_options))));
   CONVPLAN_ASSIGN_OR_RETURN(s->device_, s->backend_->device_of(s->handle()));
   CONVPLAN_ASSIGN_OR_RETURN(s->policy_, TunePolicy::from_environment());
   if (options.mode) s->policy_.mode = *options.mode;

@@ -1,0 +1,53 @@
+#include "cudnn/kernel_cache.h"
+
+#include <utility>
+
+#include "cudnn/check.h"
+
+namespace convplan::cudnn_detail {
+namespace {
+
+const char* group_kind(const ConvProblem& p) {
+  if (p.groups == 1) return "dense";
+  return p.groups == p.c && p.groups == p.k ? "depthwise" : "grouped";
+}
+
+}  // namespace
+
+std::string kernel_cache_topology(const ConvProblem& p) {
+  std::string key = to_string(p.direction);
+  for (const char* part : {to_string(p.data_type), to_string(p.compute_type), to_string(p.layout),
+                           p.allow_tensor_cores ? "tc1" : "tc0", group_kind(p),
+                           p.beta != 0 ? "beta1" : "beta0"}) {
+    key += '/';
+    key += part;
+  }
+  key += '/';
+  key += p.post_ops.to_string();
+  return key;
+}
+
+StatusOr<std::shared_ptr<const BackendDescriptor>> KernelCaches::get(
+    const ConvProblem& problem, const BackendDescriptor& graph) {
+  const std::string key = kernel_cache_topology(problem);
+  MutexLock lock(mu_);
+  auto it = caches_.find(key);
+  if (it != caches_.end()) return it->second;
+  // Made under the lock (microseconds): two threads must not make two caches of one topology.
+  CONVPLAN_ASSIGN_OR_RETURN(BackendDescriptor cache,
+                            BackendDescriptor::create(CUDNN_BACKEND_KERNEL_CACHE_DESCRIPTOR));
+  const cudnnBackendDescriptor_t raw_graph = graph.get();
+  CONVPLAN_CUDNN_CHECK(cache.set(CUDNN_ATTR_KERNEL_CACHE_OPERATION_GRAPH,
+                                 CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &raw_graph));
+  CONVPLAN_CUDNN_CHECK(cache.finalize());
+  auto shared = std::make_shared<const BackendDescriptor>(std::move(cache));
+  caches_.emplace(key, shared);
+  return shared;
+}
+
+size_t KernelCaches::size() const {
+  MutexLock lock(mu_);
+  return caches_.size();
+}
+
+}  // namespace convplan::cudnn_detail

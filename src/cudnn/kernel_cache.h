@@ -1,0 +1,41 @@
+// KernelCaches: cuDNN's kernel caches (CUDNN_BACKEND_KERNEL_CACHE_DESCRIPTOR, cuDNN >= 9.5) of one
+// device, one per graph topology, so that the plan of a runtime-compiled engine for one shape can
+// take the kernel cuDNN compiled for another shape of the same topology instead of compiling
+// again (0.2-1 s a plan on the H200: MobileNetV2's depthwise layers, each a shape of its own, paid
+// it once per layer). cuDNN keeps kernels only for dynamic-shape graphs, so the plans that use a
+// cache are built on one (build_plan). Internal to src/cudnn.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "convplan/problem.h"
+#include "convplan/status.h"
+#include "core/mutex.h"
+#include "cudnn/descriptor.h"
+
+namespace convplan::cudnn_detail {
+
+// What a kernel cache is shared over: everything that shapes the graph's operations and their
+// types, not the sizes: direction, types, layout, tensor cores, dense/grouped/depthwise, beta and
+// the post-op chain, e.g. "fwd/bf16/f32/nhwc/tc1/depthwise/beta0/bias+relu".
+std::string kernel_cache_topology(const ConvProblem& problem);
+
+class KernelCaches {
+ public:
+  // The cache of `problem`'s topology, made and finalized with `graph` (a finalized
+  // dynamic-shape graph of the problem) when it is the first of its topology. Shared: a plan
+  // finalized with it keeps it alive. Thread-safe; cuDNN finalizes plans concurrently with one
+  // cache (cudnn-frontend's parallel plan builds share theirs).
+  StatusOr<std::shared_ptr<const BackendDescriptor>> get(const ConvProblem& problem,
+                                                         const BackendDescriptor& graph);
+  // How many topologies have a cache.
+  size_t size() const;
+
+ private:
+  mutable Mutex mu_;
+  std::map<std::string, std::shared_ptr<const BackendDescriptor>> caches_ GUARDED_BY(mu_);
+};
+
+}  // namespace convplan::cudnn_detail
