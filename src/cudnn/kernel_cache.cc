@@ -16,9 +16,9 @@ const char* group_kind(const ConvProblem& p) {
 
 std::string kernel_cache_topology(const ConvProblem& p) {
   std::string key = to_string(p.direction);
-  for (const char* part : {to_string(p.data_type), to_string(p.compute_type), to_string(p.layout),
-                           p.allow_tensor_cores ? "tc1" : "tc0", group_kind(p),
-                           p.beta != 0 ? "beta1" : "beta0"}) {
+  for (const char* part :
+       {to_string(p.data_type), to_string(p.compute_type), to_string(p.layout),
+        p.allow_tensor_cores ? "tc1" : "tc0", group_kind(p), p.beta != 0 ? "beta1" : "beta0"}) {
     key += '/';
     key += part;
   }
