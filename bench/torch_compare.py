@@ -62,6 +62,9 @@ def parse_args(argv):
                    help="convplan's tuning mode (default: its own)")
     p.add_argument("--no-background", action="store_true",
                    help="skip the second convplan run in background mode (its time to first result)")
+    p.add_argument("--prepare-threads", type=int, default=0,
+                   help="convplan tunes the suite first, this many convolutions at once "
+                        "(bench --prepare-threads; PlanCache::prepare); 0: each at its first call")
     p.add_argument("--iters", type=int, default=20, help="timed runs per layer, both sides")
     p.add_argument("--warmup", type=int, default=3, help="untimed runs before them, both sides")
     p.add_argument("--gpu", type=int, default=0)
@@ -106,6 +109,8 @@ def convplan_args(args, suite_file):
         a += ["--batch", str(args.batch)]
     if args.tune:
         a += ["--tune", args.tune]
+    if args.prepare_threads:
+        a += ["--prepare-threads", str(args.prepare_threads)]
     if args.peak_tflops:
         a += ["--peak-tflops", str(args.peak_tflops)]
     if args.peak_gbps:
@@ -229,6 +234,8 @@ def print_table(rows, headers, right):
 def results_path(results_dir, suite_name, args, batch):
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
     base = f"{date}-{suite_name}-{args.dtype}-{args.layout}-{args.dir}-b{batch}"
+    if args.prepare_threads:
+        base += f"-prepare{args.prepare_threads}"
     path = os.path.join(results_dir, base + ".json")
     i = 2
     while os.path.exists(path):
@@ -334,7 +341,8 @@ def main(argv):
         bg = None
         if not args.no_background and args.tune != "background":
             # Time to first result in background mode: a fresh database, so that it tunes.
-            bg_args = [a for a in cp_args if a not in ("--tune", args.tune)] + ["--tune", "background"]
+            bg_args = convplan_args(argparse.Namespace(**{**vars(args), "tune": "background",
+                                                          "prepare_threads": 0}), suite_file)
             _, bg = run_convplan(binary, ["--db", os.path.join(tmp, "bg.db")], bg_args, env,
                                  os.path.join(tmp, "bg.json"), False)
     if cp is None:
@@ -382,7 +390,9 @@ def main(argv):
     tot_cp = total(lambda r: r["convplan"]["median_ms"])
     tot_floor = total(lambda r: r["convplan"]["roofline_floor_ms"])
     first_sum = sum(r["torch"].get("first_call_ms") or 0 for r in compared)
-    tune_sum = sum(r["convplan"]["tuning_ms"] or 0 for r in compared)
+    # With --prepare-threads, most of the tuning happened before the layers' first calls.
+    tune_sum = (sum(r["convplan"]["tuning_ms"] or 0 for r in compared)
+                + (bench_totals(cp).get("prepare_ms") or 0))
     totals = {
         "torch_ms": tot_torch, "convplan_ms": tot_cp,
         "ratio_torch_over_convplan": tot_torch / tot_cp if tot_torch and tot_cp else None,

@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 
 #include "convplan/backend.h"
@@ -132,6 +133,19 @@ class CONVPLAN_EXPORT PlanCache {
                  DeviceAllocator* allocator = nullptr);
   Status execute(cudnnHandle_t handle, const ConvProblem& problem, const TensorPointers& tensors,
                  const TunePolicy& policy, DeviceAllocator* allocator = nullptr);
+
+  // Tunes (or loads from the database) the problems that have no record yet, `threads` at once,
+  // each thread on a handle of its own on device `ordinal`: one problem's heuristics queries and
+  // compilation overlap another's timing (the tuner times on a device one tune at a time, so the
+  // timings stay clean). A later acquire on any handle of an identical device then clones the
+  // tuned plan instead of tuning. The worker handles and their plans are gone on return. For a
+  // framework or server that knows a model's convolutions before its first call. Background mode
+  // tunes in limited mode here (its tuned record). kInvalidArgument for threads < 1 or an invalid
+  // problem (naming its index); else, once every problem was tried, the first failure with how
+  // many failed.
+  Status prepare(int ordinal, std::span<const ConvProblem> problems, int threads = 4);
+  Status prepare(int ordinal, std::span<const ConvProblem> problems, const TunePolicy& policy,
+                 int threads = 4);
 
   // Releases every plan and the arena of `handle`, so a later handle at the same address can
   // never meet a stale plan. REQUIRES: no PlanRef of that handle is alive.

@@ -28,3 +28,30 @@ def test_torch_compare_reads_set_up_and_first_result_from_the_bench_totals():
     assert tc.bench_totals(doc)["first_result_ms"] == 839.0
     assert tc.bench_totals(None) == {}  # no background run
     assert tc.bench_totals({"rows": []}) == {}
+
+
+def test_torch_compare_passes_prepare_threads_to_convplan_only_when_set():
+    import argparse
+    tc = load("torch_compare")
+    args = argparse.Namespace(dtype="bf16", layout="nhwc", dir="fwd", iters=20, warmup=3, gpu=0,
+                              batch=256, tune=None, prepare_threads=4, peak_tflops=None,
+                              peak_gbps=None)
+    a = tc.convplan_args(args, "suites/mobilenet_v2.txt")
+    assert a[a.index("--prepare-threads") + 1] == "4"
+    args.prepare_threads = 0
+    assert "--prepare-threads" not in tc.convplan_args(args, "suites/mobilenet_v2.txt")
+
+
+def test_kernel_cache_report_pairs_the_layers_and_sums_by_count():
+    kc = load("kernel_cache")
+
+    def run(tune_ms, ms, engine):
+        rows = [{"name": f"l{i}", "count": 2 if i == 0 else 1, "descriptor": f"d{i}",
+                 "engine": engine, "median_ms": ms, "tuning_ms": tune_ms} for i in range(2)]
+        return {"rows": rows, "totals": {"tuning_ms": 2 * tune_ms, "setup_ms": 1.0, "failed": 0}}
+
+    off, on = run(300.0, 0.5, "eng5"), run(40.0, 0.25, "eng6")
+    layers = kc.layers(off, on)
+    assert [l["on"]["engine"] for l in layers] == ["eng6", "eng6"]
+    assert kc.totals(off, layers, "off")["weighted_ms"] == 1.5
+    assert kc.totals(on, layers, "on")["tuning_ms"] == 80.0

@@ -212,6 +212,7 @@ class PlanCache::Impl {
   std::optional<TuningRecord> find_record(cudnnHandle_t handle, const ConvProblem& problem,
                                           const TunePolicy& policy);
   const TunePolicy& default_policy() const { return default_policy_; }
+  Backend& backend() const { return *backend_; }
   CacheStats stats() const;
   size_t capacity() const { return capacity_.load(std::memory_order_relaxed); }
   void set_capacity(size_t capacity) {
@@ -1131,6 +1132,53 @@ Status PlanCache::execute(cudnnHandle_t handle, const ConvProblem& problem,
 }
 
 void PlanCache::forget_handle(cudnnHandle_t handle) { impl_->forget_handle(handle); }
+
+Status PlanCache::prepare(int ordinal, std::span<const ConvProblem> problems, int threads) {
+  return prepare(ordinal, problems, impl_->default_policy(), threads);
+}
+
+Status PlanCache::prepare(int ordinal, std::span<const ConvProblem> problems,
+                          const TunePolicy& policy, int threads) {
+  if (threads < 1) {
+    return invalid_argument("prepare: threads=" + std::to_string(threads) + " must be >= 1");
+  }
+  for (size_t i = 0; i < problems.size(); ++i) {
+    CONVPLAN_RETURN_IF_ERROR(
+        problems[i].validate().with_context("prepare: problem " + std::to_string(i)));
+  }
+  TunePolicy tune = policy;
+  if (tune.mode == TuneMode::kBackground) tune.mode = TuneMode::kLimited;
+  std::vector<std::unique_ptr<OwnedHandle>> handles;
+  while (handles.size() < std::min(problems.size(), static_cast<size_t>(threads))) {
+    StatusOr<std::unique_ptr<OwnedHandle>> h = impl_->backend().create_handle(ordinal);
+    if (!h.ok()) {
+      if (handles.empty()) return h.status().with_context("prepare");
+      break;  // fewer threads
+    }
+    handles.push_back(std::move(h).value());
+  }
+  std::atomic<size_t> next{0};
+  Mutex mu;
+  size_t failed = 0;
+  Status first;
+  auto work = [&](cudnnHandle_t handle) {
+    for (size_t i = next++; i < problems.size(); i = next++) {
+      StatusOr<PlanRef> plan = acquire(handle, problems[i], tune);
+      if (plan.ok()) continue;
+      MutexLock lock(mu);
+      if (failed++ == 0) first = plan.status().with_context(problems[i].to_string());
+    }
+    forget_handle(handle);
+  };
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < handles.size(); ++t) pool.emplace_back(work, handles[t]->get());
+  if (!handles.empty()) work(handles[0]->get());
+  for (std::thread& t : pool) t.join();
+  if (failed == 0) return ok_status();
+  return Status(first.code(), "prepare: " + std::to_string(failed) + " of " +
+                                  std::to_string(problems.size()) +
+                                  " problems failed; the first: " + first.message());
+}
 
 std::optional<TuningRecord> PlanCache::find_record(cudnnHandle_t handle, const ConvProblem& problem,
                                                    const TunePolicy& policy) {

@@ -154,6 +154,20 @@ constexpr int64_t kMaxSampledElements = 2048;
 constexpr int64_t kMinSampledElements = 32;
 
 using Clock = std::chrono::steady_clock;
+
+// One tune at a time runs its work on a device: a candidate's timing must not share the GPU with
+// another tune's kernels when several threads tune distinct keys at once (PlanCache::prepare,
+// the background thread, callers' threads), while what needs no GPU (heuristics, building and
+// compiling plans, the host reference) overlaps. Never destroyed: a background tune may hold a
+// turn while the process exits.
+Mutex& device_turn(int ordinal) {
+  static Mutex* const registry_mu = new Mutex;
+  static auto* const turns = new std::map<int, std::unique_ptr<Mutex>>;
+  MutexLock lock(*registry_mu);
+  std::unique_ptr<Mutex>& turn = (*turns)[ordinal];
+  if (turn == nullptr) turn = std::make_unique<Mutex>();
+  return *turn;
+}
 using detail::for_each_offset;
 
 // Runs fn(begin, end) over [0, n) split into contiguous parts, one per hardware thread (at most
@@ -459,6 +473,9 @@ class TuneRun {
   Status prepare_run(Entry& e);  // tuning buffers and the workspace for e's plan
   Status screen(Entry& e);       // admit, prepare, the first timed runs
   Status time_runs(Entry& e, int runs, float cutoff_ms);  // appends to e's times and median
+  // prepare_run then time_runs, on the device's turn (device_turn); the first timing of a
+  // candidate (`first`) marks the inputs clean, as screening needs no pristine ones.
+  Status prepare_and_time(Entry& e, int runs, float cutoff_ms, bool first);
   // Early stopping: candidates clearly slower than the fastest keep their first runs; the rest
   // are timed up to the policy's runs, for a stable median.
   Status finish_timing(size_t begin, size_t end);
@@ -1004,6 +1021,17 @@ int TuneRun::first_timing_runs() const {
   return std::min(kFirstTimedRuns, std::max(policy_.timed_runs, 1));
 }
 
+Status TuneRun::prepare_and_time(Entry& e, int runs, float cutoff_ms, bool first) {
+  // Held until the timing has synchronized and the guards are read back: nothing of this tune
+  // is left running on the GPU when another takes its turn.
+  MutexLock turn(device_turn(device_.ordinal));
+  CONVPLAN_RETURN_IF_ERROR(prepare_run(e));
+  if (e.dropped) return ok_status();
+  // Timing needs inputs, not pristine ones: they are made again before the first check.
+  if (first) inputs_dirty_ = false;
+  return time_runs(e, runs, cutoff_ms);
+}
+
 Status TuneRun::time_runs(Entry& e, int runs, float cutoff_ms) {
   CandidateResult& r = e.result;
   auto times = [&] {
@@ -1041,12 +1069,8 @@ Status TuneRun::time_runs(Entry& e, int runs, float cutoff_ms) {
 Status TuneRun::screen(Entry& e) {
   CONVPLAN_RETURN_IF_ERROR(admit(e));
   if (e.dropped) return ok_status();
-  CONVPLAN_RETURN_IF_ERROR(prepare_run(e));
-  if (e.dropped) return ok_status();
-  // Timing needs inputs, not pristine ones: they are made again before the first check.
-  inputs_dirty_ = false;
   const float cutoff = best_median_ > 0 ? static_cast<float>(kCutoffFactor * best_median_) : 0.0f;
-  CONVPLAN_RETURN_IF_ERROR(time_runs(e, first_timing_runs(), cutoff));
+  CONVPLAN_RETURN_IF_ERROR(prepare_and_time(e, first_timing_runs(), cutoff, true));
   if (e.dropped) return ok_status();
   e.timed = true;
   any_timed_ = true;
@@ -1346,9 +1370,7 @@ Status TuneRun::finish_timing(size_t begin, size_t end) {
       CONVPLAN_RETURN_IF_ERROR(admit(e));
       if (e.dropped) continue;
     }
-    CONVPLAN_RETURN_IF_ERROR(prepare_run(e));
-    if (e.dropped) continue;
-    CONVPLAN_RETURN_IF_ERROR(time_runs(e, more, 0.0f));
+    CONVPLAN_RETURN_IF_ERROR(prepare_and_time(e, more, 0.0f, false));
   }
   return ok_status();
 }
@@ -1358,6 +1380,9 @@ Status TuneRun::validate(Entry& e) {
     CONVPLAN_RETURN_IF_ERROR(admit(e));
     if (e.dropped) return ok_status();
   }
+  // Held through the check's read-back (see prepare_and_time); the reference is usually ready,
+  // computed on the host while candidates were timed.
+  MutexLock turn(device_turn(device_.ordinal));
   CONVPLAN_RETURN_IF_ERROR(prepare_run(e));
   if (e.dropped) return ok_status();
   CONVPLAN_RETURN_IF_ERROR(await_reference());

@@ -388,6 +388,17 @@ StatusOr<std::vector<float>> ScriptedBackend::time(Plan& plan, const TensorPoint
                                                    void* workspace, int warmup, int runs, bool,
                                                    float cutoff_ms) {
   ++timings;
+  struct UnderWay {  // counts this call among those under way, for max_concurrent_timings
+    ScriptedBackend& b;
+    explicit UnderWay(ScriptedBackend& backend) : b(backend) {
+      const int64_t now = ++b.timings_now;
+      int64_t seen = b.max_concurrent_timings.load();
+      while (now > seen && !b.max_concurrent_timings.compare_exchange_weak(seen, now)) {
+      }
+    }
+    ~UnderWay() { --b.timings_now; }
+  } under_way(*this);
+  sleep_us(time_delay_us_);
   auto* sp = dynamic_cast<ScriptedPlan*>(&plan);
   if (sp == nullptr) return invalid_argument("not a scripted plan");
   // Each run executes, as on a GPU: a plan that fails, writes out of bounds or runs on a stale

@@ -109,6 +109,8 @@ class ScriptedBackend final : public Backend {
   // the plain ones, each engine's tagged with the name, as with_rewrites() does; the plans compute
   // the plain convolution, and time_for sees the tag. None by default.
   void set_rewrites(std::vector<std::string> names) { rewrites_ = std::move(names); }
+  // Each time() call sleeps this long (so that overlapping timings would be seen).
+  void set_time_delay_us(int us) { time_delay_us_ = us; }
   // Each candidates() call sleeps this long (models the heuristics query).
   void set_heuristics_delay_us(int us) { heuristics_delay_us_ = us; }
   // Destroys and re-creates the handle at the same address: its earlier plans become stale.
@@ -128,6 +130,8 @@ class ScriptedBackend final : public Backend {
   std::atomic<int64_t> executions{0};                 // plan executions that ran
   std::atomic<int64_t> timings{0};                    // time() calls
   std::atomic<int64_t> timed_runs{0};                 // executions by time() (warm-up included)
+  std::atomic<int64_t> timings_now{0};                // time() calls under way
+  std::atomic<int64_t> max_concurrent_timings{0};     // the most under way at once
   std::atomic<int64_t> foreign_handle_executions{0};  // must stay 0
   std::atomic<int64_t> stale_handle_executions{0};    // must stay 0
   std::atomic<int64_t> lagged_runs{0};                // computations that ran after execute()
@@ -168,6 +172,7 @@ class ScriptedBackend final : public Backend {
   std::atomic<int> builds_to_fail_{0};
   std::atomic<int> build_delay_us_{0};
   std::atomic<int> heuristics_delay_us_{0};
+  std::atomic<int> time_delay_us_{0};
 
   std::atomic<int>& in_use(cudnnHandle_t handle);
   void enqueue(cudnnHandle_t handle, std::array<const void*, 4> uses, std::function<void()> work);

@@ -466,6 +466,17 @@ TEST_F(Cli, BenchDryRunOfTheDefaultIsResNet50Bf16ChannelsLastBatch32) {
   EXPECT_NE(r.out.find("layer4.1.conv2"), std::string::npos) << describe(r);
 }
 
+TEST_F(Cli, BenchPrepareThreadsIsRecordedAndANegativeCountIsAUsageError) {
+  const Result r = run({"bench", "--dry-run", "--prepare-threads", "4", "--json", "-"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  const nlohmann::json j = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << r.out;
+  EXPECT_EQ(j["settings"]["prepare_threads"], 4);
+  const Result bad = run({"bench", "--dry-run", "--prepare-threads", "-1"});
+  EXPECT_EQ(bad.exit_code, 2) << describe(bad);
+  EXPECT_NE(bad.err.find("--prepare-threads"), std::string::npos) << describe(bad);
+}
+
 TEST_F(Cli, BenchDryRunAppliesTheFlagsToEverySuite) {
   for (const char* suite : {"resnet50", "resnext50_32x4d", "mobilenet_v2", "unet3d"}) {
     const Result r = run({"bench", "--suite", suite, "--dry-run", "--batch", "4", "--dtype", "f16",

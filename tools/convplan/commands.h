@@ -96,6 +96,7 @@ struct BenchOptions {
   bool verify = false;
   bool dry_run = false;  // parse and list; no GPU
   bool list_suites = false;
+  int prepare_threads = 0;  // > 0: PlanCache::prepare the suite on that many threads first
   std::string json_path, csv_path;
 };
 int bench_command(const GlobalOptions& global, const BenchOptions& options);

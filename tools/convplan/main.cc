@@ -202,6 +202,10 @@ void add_bench_command(CLI::App& app, Commands& c) {
   cmd->add_flag("--dry-run", c.bench.dry_run,
                 "list the suite's convolutions after the flags, without a GPU");
   cmd->add_flag("--list-suites", c.bench.list_suites, "list the built-in suites");
+  cmd->add_option("--prepare-threads", c.bench.prepare_threads,
+                  "tune the suite's convolutions first, this many at once (PlanCache::prepare), "
+                  "then time them; 0: each as it comes (default)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--json", c.bench.json_path, "write the results as JSON ('-': stdout)");
   cmd->add_option("--csv", c.bench.csv_path, "write one CSV row per convolution ('-': stdout)");
   cmd->callback([&c] {
