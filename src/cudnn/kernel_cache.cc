@@ -27,20 +27,27 @@ std::string kernel_cache_topology(const ConvProblem& p) {
   return key;
 }
 
-StatusOr<std::shared_ptr<const BackendDescriptor>> KernelCaches::get(
-    const ConvProblem& problem, const BackendDescriptor& graph) {
+StatusOr<std::shared_ptr<const BackendDescriptor>> KernelCaches::get(const ConvProblem& problem) {
   const std::string key = kernel_cache_topology(problem);
   MutexLock lock(mu_);
   auto it = caches_.find(key);
   if (it != caches_.end()) return it->second;
-  // Made under the lock (microseconds): two threads must not make two caches of one topology.
-  CONVPLAN_ASSIGN_OR_RETURN(BackendDescriptor cache,
+  // Made under the lock (about a millisecond, once per topology): two threads must not make two
+  // caches of one topology.
+  struct Made {
+    ConvGraph graph;
+    BackendDescriptor cache;
+  };
+  auto made = std::make_shared<Made>();
+  CONVPLAN_ASSIGN_OR_RETURN(made->graph, build_conv_graph(nullptr, problem, true));
+  CONVPLAN_ASSIGN_OR_RETURN(made->cache,
                             BackendDescriptor::create(CUDNN_BACKEND_KERNEL_CACHE_DESCRIPTOR));
-  const cudnnBackendDescriptor_t raw_graph = graph.get();
-  CONVPLAN_CUDNN_CHECK(cache.set(CUDNN_ATTR_KERNEL_CACHE_OPERATION_GRAPH,
-                                 CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &raw_graph));
-  CONVPLAN_CUDNN_CHECK(cache.finalize());
-  auto shared = std::make_shared<const BackendDescriptor>(std::move(cache));
+  const cudnnBackendDescriptor_t raw_graph = made->graph.graph.get();
+  CONVPLAN_CUDNN_CHECK(made->cache.set(CUDNN_ATTR_KERNEL_CACHE_OPERATION_GRAPH,
+                                       CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &raw_graph));
+  CONVPLAN_CUDNN_CHECK(made->cache.finalize());
+  // The cache, owning its graph too.
+  std::shared_ptr<const BackendDescriptor> shared(made, &made->cache);
   caches_.emplace(key, shared);
   return shared;
 }

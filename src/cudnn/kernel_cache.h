@@ -14,6 +14,7 @@
 #include "convplan/status.h"
 #include "core/mutex.h"
 #include "cudnn/descriptor.h"
+#include "cudnn/graph.h"
 
 namespace convplan::cudnn_detail {
 
@@ -24,12 +25,12 @@ std::string kernel_cache_topology(const ConvProblem& problem);
 
 class KernelCaches {
  public:
-  // The cache of `problem`'s topology, made and finalized with `graph` (a finalized
-  // dynamic-shape graph of the problem) when it is the first of its topology. Shared: a plan
-  // finalized with it keeps it alive. Thread-safe; cuDNN finalizes plans concurrently with one
-  // cache (cudnn-frontend's parallel plan builds share theirs).
-  StatusOr<std::shared_ptr<const BackendDescriptor>> get(const ConvProblem& problem,
-                                                         const BackendDescriptor& graph);
+  // The cache of `problem`'s topology, made the first time: finalized with a dynamic-shape graph
+  // of the problem built for no device, which lives as long as the cache (so no handle or plan
+  // the cache was first used with must outlive it). Shared: a plan finalized with the cache keeps
+  // it alive. Thread-safe; cuDNN finalizes plans concurrently with one cache (cudnn-frontend's
+  // parallel plan builds share theirs).
+  StatusOr<std::shared_ptr<const BackendDescriptor>> get(const ConvProblem& problem);
   // How many topologies have a cache.
   size_t size() const;
 

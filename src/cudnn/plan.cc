@@ -241,8 +241,7 @@ StatusOr<std::unique_ptr<CudnnPlan>> build_cached_plan(cudnnHandle_t handle,
                                                        const EngineConfig& config,
                                                        KernelCaches& caches) {
   CONVPLAN_ASSIGN_OR_RETURN(ConfiguredGraph configured, configure(handle, problem, config, true));
-  CONVPLAN_ASSIGN_OR_RETURN(std::shared_ptr<const BackendDescriptor> cache,
-                            caches.get(problem, configured.graph.graph));
+  CONVPLAN_ASSIGN_OR_RETURN(std::shared_ptr<const BackendDescriptor> cache, caches.get(problem));
   CONVPLAN_ASSIGN_OR_RETURN(BackendDescriptor plan,
                             finalize_plan(handle, configured, config, cache.get()));
   return make_plan(handle, problem, config, std::move(configured), std::move(plan),

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "convplan/cudnn_backend.h"
-#include "cudnn/graph.h"
+#include "cudnn/descriptor.h"
 
 namespace convplan::cudnn_detail {
 namespace {
@@ -67,34 +67,41 @@ TEST(KernelCaches, OneCachePerTopologyMadeOnce) {
   ConvProblem c = a;
   c.groups = 1;  // another topology
   KernelCaches caches;
-  StatusOr<ConvGraph> ga = build_conv_graph(nullptr, a, /*dynamic_shape=*/true);
-  ASSERT_TRUE(ga.ok()) << ga.status().to_string();
   // cuDNN makes and finalizes a kernel cache without a device too.
-  StatusOr<std::shared_ptr<const BackendDescriptor>> first = caches.get(a, ga->graph);
+  StatusOr<std::shared_ptr<const BackendDescriptor>> first = caches.get(a);
   ASSERT_TRUE(first.ok()) << first.status().to_string();
-  StatusOr<ConvGraph> gb = build_conv_graph(nullptr, b, true);
-  ASSERT_TRUE(gb.ok()) << gb.status().to_string();
-  StatusOr<std::shared_ptr<const BackendDescriptor>> second = caches.get(b, gb->graph);
+  StatusOr<std::shared_ptr<const BackendDescriptor>> second = caches.get(b);
   ASSERT_TRUE(second.ok()) << second.status().to_string();
   EXPECT_EQ(first->get(), second->get());
-  StatusOr<ConvGraph> gc = build_conv_graph(nullptr, c, true);
-  ASSERT_TRUE(gc.ok()) << gc.status().to_string();
-  StatusOr<std::shared_ptr<const BackendDescriptor>> third = caches.get(c, gc->graph);
+  StatusOr<std::shared_ptr<const BackendDescriptor>> third = caches.get(c);
   ASSERT_TRUE(third.ok()) << third.status().to_string();
   EXPECT_NE(first->get(), third->get());
   EXPECT_EQ(caches.size(), 2u);
 }
 
+TEST(KernelCaches, ACacheOutlivesItsOwnerWithItsGraph) {
+  std::shared_ptr<const BackendDescriptor> kept;
+  const int64_t before = live_descriptor_count();
+  {
+    KernelCaches caches;
+    StatusOr<std::shared_ptr<const BackendDescriptor>> c = caches.get(depthwise(32, 28, 1));
+    ASSERT_TRUE(c.ok()) << c.status().to_string();
+    kept = *c;
+  }
+  EXPECT_GT(live_descriptor_count(), before) << "the cache and its graph are kept by the plan";
+  EXPECT_NE(kept->get(), nullptr);
+  kept.reset();
+  EXPECT_EQ(live_descriptor_count(), before);
+}
+
 TEST(KernelCaches, ThreadsAskingForOneTopologyAtOnceShareOneCache) {
   const ConvProblem p = depthwise(96, 56, 1);
-  StatusOr<ConvGraph> graph = build_conv_graph(nullptr, p, true);
-  ASSERT_TRUE(graph.ok()) << graph.status().to_string();
   KernelCaches caches;
   std::vector<const BackendDescriptor*> got(8, nullptr);
   std::vector<std::thread> threads;
   for (size_t i = 0; i < got.size(); ++i) {
     threads.emplace_back([&, i] {
-      StatusOr<std::shared_ptr<const BackendDescriptor>> c = caches.get(p, graph->graph);
+      StatusOr<std::shared_ptr<const BackendDescriptor>> c = caches.get(p);
       if (c.ok()) got[i] = c->get();
     });
   }
