@@ -154,6 +154,7 @@ constexpr int64_t kMaxSampledElements = 2048;
 constexpr int64_t kMinSampledElements = 32;
 
 using Clock = std::chrono::steady_clock;
+using detail::for_each_offset;
 
 // One tune at a time runs its work on a device: a candidate's timing must not share the GPU with
 // another tune's kernels when several threads tune distinct keys at once (PlanCache::prepare,
@@ -168,7 +169,6 @@ Mutex& device_turn(int ordinal) {
   if (turn == nullptr) turn = std::make_unique<Mutex>();
   return *turn;
 }
-using detail::for_each_offset;
 
 // Runs fn(begin, end) over [0, n) split into contiguous parts, one per hardware thread (at most
 // 16), parts no smaller than `grain`. The host-side input data and the sampled reference of a

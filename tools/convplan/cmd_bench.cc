@@ -74,9 +74,9 @@ Totals totals_of(const std::vector<Row>& rows) {
   return t;
 }
 
-// When the command's phases ended, from its start (ms): the set-up (the session, the rates, the
-// tensors), the suite prepared (PlanCache::prepare; 0 without --prepare-threads), the first
-// convolution's result (-1 when it had none).
+// The command's phases (ms): the set-up (the session, the rates, the tensors) from the command's
+// start; then preparing the suite (PlanCache::prepare; 0 without --prepare-threads); and when
+// the first convolution's result came, from the start (-1 when it had none).
 struct Timeline {
   double setup_ms = 0;
   double prepare_ms = 0;
