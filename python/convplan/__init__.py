@@ -86,6 +86,15 @@ class Context:
             problem = Problem(problem)
         self._impl.run(problem, int(x), int(w), int(y), int(device), int(stream))
 
+    def prepare_all(self, problems, device=0, threads=4):
+        """Tunes (or finds in the database) every problem of `problems` (Problems or descriptor
+        strings) that has no plan yet, `threads` at once, so that the first calls of a model find
+        them tuned: one problem's compilation overlaps another's timing, and timings stay one at
+        a time on the device. Raises ValueError for bad arguments, convplan.Error (after trying
+        them all, saying how many failed) for failures."""
+        problems = [Problem(p) if isinstance(p, str) else p for p in problems]
+        self._impl.prepare_all(problems, int(device), int(threads))
+
     def count_fallback(self):
         with self._lock:
             self._fallbacks += 1

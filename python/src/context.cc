@@ -182,6 +182,16 @@ int64_t Context::prepare(const ConvProblem& problem, int device, uintptr_t strea
   return workspace;
 }
 
+void Context::prepare_all(const std::vector<ConvProblem>& problems, int device, int threads) {
+  Status status;
+  {
+    nb::gil_scoped_release release;
+    CurrentDevice current(device);
+    status = cache_->prepare(device, problems, threads);
+  }
+  check(status);
+}
+
 bool Context::launch(const ConvProblem& problem, int device, uintptr_t stream, uintptr_t x,
                      uintptr_t w, uintptr_t y, uintptr_t workspace, int64_t workspace_bytes,
                      uintptr_t bias, uintptr_t residual) {

@@ -18,6 +18,7 @@
 #include <string>
 #include <thread>
 #include <tuple>
+#include <vector>
 
 #include "convplan/cudnn_backend.h"
 #include "convplan/plan_cache.h"
@@ -55,6 +56,11 @@ class Context {
   // prepare + launch with the cache's own workspace arena, for callers holding raw pointers.
   void run(const ConvProblem& problem, uintptr_t x, uintptr_t w, uintptr_t y, int device,
            uintptr_t stream, uintptr_t bias = 0, uintptr_t residual = 0);
+
+  // Tunes (or loads) the problems that have no record yet, `threads` at once on handles of the
+  // cache's own (PlanCache::prepare), so that later calls on any thread clone their plans. Raises
+  // on bad arguments, or after every problem was tried, with how many failed.
+  void prepare_all(const std::vector<ConvProblem>& problems, int device, int threads);
 
   // What the plan of `problem` on (device, this thread) is, planning it like prepare() when it
   // is not there yet: the chosen engine configuration, and from the tuning record (when the

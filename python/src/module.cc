@@ -3,6 +3,7 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
 
 #include <cstdint>
 #include <memory>
@@ -145,6 +146,7 @@ void bind_context(nb::module_& m) {
           "db"_a = "", "tune"_a = nb::none(), "workspace_limit"_a = nb::none(),
           "capacity"_a = nb::none())
       .def("prepare", &Context::prepare, "problem"_a, "device"_a, "stream"_a)
+      .def("prepare_all", &Context::prepare_all, "problems"_a, "device"_a = 0, "threads"_a = 4)
       .def("launch", &Context::launch, "problem"_a, "device"_a, "stream"_a, "x"_a, "w"_a, "y"_a,
            "workspace"_a, "workspace_bytes"_a, "bias"_a = 0, "residual"_a = 0)
       .def("run", &Context::run, "problem"_a, "x"_a, "w"_a, "y"_a, "device"_a = 0, "stream"_a = 0,

@@ -117,6 +117,14 @@ def test_context_arguments_are_checked():
         convplan.Context(db="off", workspace_limit=-1)
 
 
+def test_prepare_all_checks_its_arguments_and_an_empty_list_needs_no_gpu():
+    ctx = convplan.Context(db="off")
+    ctx.prepare_all([])
+    problem = convplan.Problem("ic3ih8iw8oc4kh3kw3")
+    with pytest.raises(ValueError, match="threads=0"):
+        ctx.prepare_all([problem], threads=0)
+
+
 def test_context_stats_and_database(tmp_path):
     path = tmp_path / "tuning.db"
     ctx = convplan.Context(db=path, tune="heuristic", workspace_limit=1 << 20)
