@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "cudnn/check.h"
+#include "cudnn/graph.h"
 
 namespace convplan::cudnn_detail {
 namespace {

@@ -14,7 +14,6 @@
 #include "convplan/status.h"
 #include "core/mutex.h"
 #include "cudnn/descriptor.h"
-#include "cudnn/graph.h"
 
 namespace convplan::cudnn_detail {
 
