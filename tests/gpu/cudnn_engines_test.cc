@@ -4,7 +4,8 @@
 // spatial dimensions, groups (1, 2, depthwise), fp32 (TF32 off and on), fp16, bf16, fp64, both
 // layouts, stride, dilation, asymmetric padding, alpha/beta, and MXNet's test_group_conv2d_16c
 // shapes. Also: plans refuse foreign handles, JSON clones agree with their originals and run on
-// their own handle's stream, the cached execute path costs no more than a bare
+// their own handle's stream, plans built with the kernel cache (CudnnBackendOptions) match the
+// reference and clone, the cached execute path costs no more than a bare
 // cudnnBackendExecute, and the timing, device and inspection calls answer sensibly.
 //
 // Engines that compile at run time (kNoteRuntimeCompilation, ~1 s each to finalize) are tried on
@@ -818,8 +819,6 @@ TEST_F(CudnnEngines, JsonCloneOnSecondHandleAgreesAndRunsOnThatHandlesStream) {
               static_cast<double>(json_bytes) / (clones + rtc_clones));
 }
 
-// The cached path (same pointers) must cost at most 1.1x a bare cudnnBackendExecute with a ready
-// variant pack, measured as the best of 30 batches of 100 calls each (host time only).
 // With CudnnBackendOptions::kernel_cache, runtime-compiled engines are built on dynamic-shape
 // graphs with their topology's kernel cache: several depthwise and dense shapes of one topology
 // each, where the later shapes may take the kernels compiled for the earlier ones. Every such
@@ -882,6 +881,8 @@ TEST_F(CudnnEngines, KernelCachePlansMatchTheReferenceAndCloneThroughJson) {
   EXPECT_GT(cached, 0) << "no runtime-compiled engine took a kernel cache";
 }
 
+// The cached path (same pointers) must cost at most 1.1x a bare cudnnBackendExecute with a ready
+// variant pack, measured as the best of 30 batches of 100 calls each (host time only).
 TEST_F(CudnnEngines, CachedExecuteCostsNoMoreThanABareExecute) {
   ConvProblem p = conv(Direction::kForward, 2, 1, 8, 8, 1, {8, 8, 1}, {1, 1, 1}, DataType::kFloat,
                        Layout::kChannelsFirst);
