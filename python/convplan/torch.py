@@ -31,7 +31,7 @@ from torch import Tensor, nn
 import convplan as _cp
 
 __all__ = ["conv", "convert", "ConvplanConv", "UnsupportedError", "optimize_for_inference",
-           "plans"]
+           "plans", "prepare"]
 
 _DTYPE_NAMES = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16",
                 torch.float64: "f64"}
@@ -297,6 +297,9 @@ def _run(ctx, shape: _Shape, direction: str, device: int, x: Tensor, w: Tensor, 
     forward with a post-op chain `post` reads bias (k packed values) and residual (y's shape and
     strides) where the chain has them."""
     problem = shape.problem(direction, post)
+    if _recorder is not None and _recorder.takes(like):
+        _recorder.add(ctx, device, problem)  # prepare()'s trace: nothing to launch
+        return
     stream = _raw_stream(device)
     impl = ctx._impl
     # Per context: prepare() tunes in the context's cache (launch() never does), so a launch meets
@@ -434,6 +437,15 @@ def _format_for(channels_last: bool, rank: int):
     return torch.channels_last if rank == 4 else torch.channels_last_3d
 
 
+# While convplan.torch.prepare() traces a model: the _prepare._Recorder that collects the problems
+# which the trace's calls would plan (_run and the ops' fake implementations ask it); else None.
+_recorder = None
+
+
+def _traced(t: Tensor) -> bool:
+    return _recorder is not None and _recorder.takes(t)
+
+
 _contexts = {}  # id -> Context, for the ops (which take ints, not Python objects); 0: default
 
 
@@ -471,12 +483,21 @@ def _conv_op(x: Tensor, weight: Tensor, stride: List[int], padding_before: List[
     return _forward(_context(context), g, x, weight)
 
 
+def _fake_forward(x, weight, stride, before, after, dilation, groups, context, post=""):
+    """The forward ops' fake output; in prepare()'s trace, records the problem (with `post`)."""
+    if _traced(x):
+        g = _geometry_of(stride, before, after, dilation, groups)
+        _recorder.add(_context(context), x.get_device(),
+                      _forward_shape(g, x, weight).problem("fwd", post))
+    g = _Geometry(stride, before, after, dilation, groups)
+    return torch.empty(g.output_shape(tuple(x.shape), tuple(weight.shape)), dtype=x.dtype,
+                       device=x.device, memory_format=_pick_format(x, weight))
+
+
 @_conv_op.register_fake
 def _conv_fake(x, weight, stride, padding_before, padding_after, dilation, groups, context):
-    g = _Geometry(stride, padding_before, padding_after, dilation, groups)
-    fmt = _pick_format(x, weight)
-    return torch.empty(g.output_shape(tuple(x.shape), tuple(weight.shape)), dtype=x.dtype,
-                       device=x.device, memory_format=fmt)
+    return _fake_forward(x, weight, stride, padding_before, padding_after, dilation, groups,
+                         context)
 
 
 @torch.library.custom_op("convplan::conv_fused", mutates_args=())
@@ -494,7 +515,9 @@ def _conv_fused_op(x: Tensor, weight: Tensor, bias: Optional[Tensor], residual: 
 @_conv_fused_op.register_fake
 def _conv_fused_fake(x, weight, bias, residual, stride, padding_before, padding_after, dilation,
                      groups, residual_scale, activation, context):
-    return _conv_fake(x, weight, stride, padding_before, padding_after, dilation, groups, context)
+    post = _chain(bias is not None, residual is not None, residual_scale, activation or None)
+    return _fake_forward(x, weight, stride, padding_before, padding_after, dilation, groups,
+                         context, post)
 
 
 @torch.library.custom_op("convplan::conv_backward_data", mutates_args=())
@@ -508,6 +531,11 @@ def _bwd_data_op(grad_y: Tensor, weight: Tensor, x_shape: List[int], stride: Lis
 @_bwd_data_op.register_fake
 def _bwd_data_fake(grad_y, weight, x_shape, stride, padding_before, padding_after, dilation,
                    groups, channels_last, context):
+    if _traced(grad_y):
+        g = _geometry_of(stride, padding_before, padding_after, dilation, groups)
+        shape = _backward_shape(g, x_shape, weight.shape, grad_y.dtype, grad_y.get_device(),
+                                channels_last)
+        _recorder.add(_context(context), grad_y.get_device(), shape.problem("bwd_data"))
     return torch.empty(x_shape, dtype=grad_y.dtype, device=grad_y.device,
                        memory_format=_format_for(channels_last, len(x_shape)))
 
@@ -523,6 +551,10 @@ def _bwd_filter_op(grad_y: Tensor, x: Tensor, w_shape: List[int], stride: List[i
 @_bwd_filter_op.register_fake
 def _bwd_filter_fake(grad_y, x, w_shape, stride, padding_before, padding_after, dilation, groups,
                      channels_last, context):
+    if _traced(x):
+        g = _geometry_of(stride, padding_before, padding_after, dilation, groups)
+        shape = _backward_shape(g, x.shape, w_shape, x.dtype, x.get_device(), channels_last)
+        _recorder.add(_context(context), x.get_device(), shape.problem("bwd_filter"))
     return torch.empty(w_shape, dtype=x.dtype, device=x.device,
                        memory_format=_format_for(channels_last, len(w_shape)))
 
@@ -569,6 +601,8 @@ def _is_eager(x: Tensor, w: Tensor, bias: Optional[Tensor],
               residual: Optional[Tensor] = None) -> bool:
     if _is_compiling():
         return False
+    if _traced(x):
+        return _recorder.eager  # prepare() records the path that the real calls will take
     return (type(x) in _PLAIN_TYPES and type(w) in _PLAIN_TYPES
             and (bias is None or type(bias) in _PLAIN_TYPES)
             and (residual is None or type(residual) in _PLAIN_TYPES) and _dispatch_modes() == 0
@@ -754,3 +788,4 @@ def convert(module: nn.Module, fallback: bool = False, context=None) -> int:
 
 
 from ._fusion import FusedConv, optimize_for_inference, plans  # noqa: E402,F401  (uses the above)
+from ._prepare import prepare  # noqa: E402,F401  (uses the above)

@@ -329,3 +329,46 @@ def test_torch_compile_of_a_converted_model_matches():
     expected.square().sum().backward()
     for g, p in zip(grads, ref.parameters()):
         assert rel_l2(g, p.grad) < 1e-4
+
+
+@needs_gpu
+@pytest.mark.parametrize("backward", [False, True])
+def test_prepare_tunes_resnet50_so_that_its_first_calls_tune_nothing(backward):
+    ctx = convplan.Context(db="off", tune="heuristic")
+    ref = resnet50().train(backward).to("cuda", torch.bfloat16, memory_format=torch.channels_last)
+    model = copy.deepcopy(ref)
+    cpt.convert(model, context=ctx)
+    x = torch.randn(2, 3, 224, 224, generator=torch.Generator().manual_seed(7)).to(
+        "cuda", torch.bfloat16).contiguous(memory_format=torch.channels_last)
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    texts = cpt.prepare(model, x, backward=backward)
+    assert all(torch.equal(v, state[k]) for k, v in model.state_dict().items())
+    assert all(p.grad is None for p in model.parameters())
+    tunes = ctx.stats()["tunes"]
+    assert 0 < tunes == len(texts) <= (3 if backward else 1) * 53
+    outputs = []
+    for m in (model, ref):
+        with torch.set_grad_enabled(backward):
+            outputs.append(m(x))
+            if backward:
+                outputs[-1].float().sum().backward()
+    assert ctx.stats()["tunes"] == tunes, "the first call tuned what prepare() did not"
+    assert rel_l2(*outputs) <= 1e-2
+    if backward:
+        worst = max(rel_l2(p.grad, q.grad) for p, q in zip(model.parameters(), ref.parameters()))
+        assert worst <= 1e-2
+
+
+@needs_gpu
+def test_prepare_compiled_tunes_what_torch_compile_runs():
+    ctx = convplan.Context(db="off", tune="heuristic")
+    torch.manual_seed(8)
+    model = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(),
+                          nn.Conv2d(16, 32, 3, stride=2, padding=1, groups=2), nn.ReLU(),
+                          nn.Conv2d(32, 8, 1)).cuda()
+    cpt.convert(model, context=ctx)
+    x = torch.randn(2, 3, 32, 32, device="cuda", requires_grad=True)
+    texts = cpt.prepare(model, x, backward=True, compiled=True)
+    assert len(texts) == 9 and ctx.stats()["tunes"] == 9
+    torch.compile(model)(x).square().sum().backward()
+    assert ctx.stats()["tunes"] == 9, "the compiled model tuned what prepare() did not"

@@ -17,7 +17,9 @@ class CpuLaunches:
 
     def __init__(self, monkeypatch):
         self.directions = []
+        self.problems = []  # the texts of the problems planned, in call order
         self.op_calls = 0
+        self.compute = True  # False: record the calls only, leaving their outputs as they are
         real_op = cpt._conv_op
 
         def counted_op(*args):
@@ -33,6 +35,9 @@ class CpuLaunches:
     def run(self, ctx, shape, direction, device, x, w, y, like, post="", bias=None,
             residual=None):
         self.directions.append(direction if not post else f"{direction}+{post}")
+        self.problems.append(str(shape.problem(direction, post)))
+        if not self.compute:
+            return
         g = shape.geometry
         pads = []
         for before, after in reversed(list(zip(g.before, g.after))):
@@ -214,3 +219,90 @@ def test_traced_epilogue_goes_through_conv_fused(launches):
 
     code = make_fx(f, tracing_mode="fake")(x, w, r).code
     assert "convplan.conv_fused" in code
+
+
+# ------------------------------------------------------------------------------------------
+# prepare(): the problems of a model's calls, recorded under FakeTensorMode
+
+
+def small_model(context):
+    """Biased and unbiased, grouped and strided convolutions, one problem twice, a BatchNorm."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(8, 16, 3, padding=1), torch.nn.BatchNorm2d(16), torch.nn.ReLU(),
+        torch.nn.Conv2d(16, 16, 3, padding=1, groups=4, bias=False),
+        torch.nn.Conv2d(16, 16, 3, padding=1, groups=4, bias=False),
+        torch.nn.Conv2d(16, 8, 1, stride=2))
+    model = model.double().to(memory_format=torch.channels_last)
+    assert cpt.convert(model, context=context) == 4
+    return model
+
+
+@pytest.fixture
+def prepared(monkeypatch):
+    """What prepare() hands to Context.prepare_all: [(texts, device, threads)]; CPU tensors
+    allowed."""
+    calls = []
+    monkeypatch.setattr(cpt, "_check_inputs", lambda *args: None)
+    monkeypatch.setattr(convplan.Context, "prepare_all", lambda self, problems, device, threads:
+                        calls.append(([str(p) for p in problems], device, threads)))
+    return calls
+
+
+def run_step(model, x, backward):
+    with torch.set_grad_enabled(backward):
+        y = model(x)
+        if backward:
+            y.sum().backward()
+
+
+@pytest.mark.parametrize("backward", [False, True])
+def test_prepare_hands_over_what_the_eager_calls_plan(monkeypatch, prepared, context, backward):
+    model = small_model(context)
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    x = make((2, 8, 9, 9), torch.channels_last, 40, grad=False)
+    texts = cpt.prepare(model, x, backward=backward, threads=3)
+    assert prepared == [(texts, -1, 3)]
+    assert cpt._recorder is None
+    # The model ran on fake copies: its parameters, statistics and gradients are untouched.
+    assert all(torch.equal(v, state[k]) for k, v in model.state_dict().items())
+    assert all(p.grad is None for p in model.parameters())
+
+    launches = CpuLaunches(monkeypatch)
+    run_step(model, x, backward)
+    assert texts == list(dict.fromkeys(launches.problems))
+    # Inference: two post:bias problems and the grouped one (met twice, handed over once);
+    # training: forward problems without a post-op chain, and no bwd_data for x (needs no grad).
+    directions = sorted(set(launches.directions))
+    if backward:
+        assert len(texts) == 8 and directions == ["bwd_data", "bwd_filter", "fwd"]
+    else:
+        assert len(texts) == 3 and directions == ["fwd", "fwd+bias"]
+
+
+@pytest.mark.parametrize("backward", [False, True])
+def test_prepare_compiled_hands_over_what_the_custom_ops_plan(monkeypatch, prepared, context,
+                                                              backward):
+    """make_fx on real tensors runs the custom ops for real, as a compiled model's calls do."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+    model = small_model(context)
+    x = make((2, 8, 9, 9), torch.channels_last, 41, grad=backward)
+    texts = cpt.prepare(model, x, backward=backward, compiled=True)
+    assert [p[0] for p in prepared] == [texts]
+
+    launches = CpuLaunches(monkeypatch)
+    launches.compute = False  # autograd.grad, as run() computes a gradient, fails under make_fx
+    make_fx(lambda x: run_step(model, x, backward), tracing_mode="real")(x)
+    assert launches.op_calls == 4
+    assert texts == list(dict.fromkeys(launches.problems))
+    assert not any("post:" in t for t in texts)  # the ops add a bias apart
+
+
+def test_prepare_names_bad_arguments_and_unsupported_calls(context):
+    model = small_model(context)
+    x = make((2, 8, 10, 10), torch.channels_last, 42, grad=False)  # a shape not checked yet
+    with pytest.raises(ValueError, match="threads=0"):
+        cpt.prepare(model, x, threads=0)
+    with pytest.raises(cpt.UnsupportedError, match="CUDA tensors only"):
+        cpt.prepare(model, x)  # CPU tensors, as the real call would say
+    assert cpt._recorder is None
