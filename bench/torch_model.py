@@ -2,8 +2,9 @@
 """torchvision ResNet-50 (random seeded weights), bf16 channels_last, convplan-converted against
 plain PyTorch (cudnn.benchmark=True): inference forward and one training step (forward + backward
 + SGD) at each batch, the converted model's forward captured in a CUDA graph, and the first
-iteration's time in a fresh process: PyTorch's, convplan's with a cold tuning database and with a
-warm one. Times are medians of --iters iterations after warm-up, each from its start to the end of
+iteration's time in a fresh process: PyTorch's, convplan's with a cold tuning database, with a cold
+one after convplan.torch.prepare() (its time counted: the model's convolutions tuned 4 at once),
+and with a warm one. Times are medians of --iters iterations after warm-up, each from its start to the end of
 its GPU work (host-bound runs count their host time). Prints a table; writes JSON to --json.
 A benchmark: it asserts nothing.
 
@@ -94,15 +95,19 @@ def graphed(model, x, iters, warmup):
 def first_iteration(args):
     """One fresh process: build, then time the very first iteration (tuning or search included)."""
     import torch
-    model, x, labels = build(args.batch[0], args.dtype, args.first == "convplan", args.db)
+    is_convplan = args.first.startswith("convplan")
+    model, x, labels = build(args.batch[0], args.dtype, is_convplan, args.db)
     step = make_step(model, x, labels, args.mode)
     torch.cuda.synchronize()
     t0 = time.perf_counter()
+    if args.first == "convplan-prepared":
+        import convplan.torch as cpt
+        cpt.prepare(model, x, backward=args.mode == "train")
     step()
     torch.cuda.synchronize()
     seconds = time.perf_counter() - t0
     out = {"first_s": seconds}
-    if args.first == "convplan":
+    if is_convplan:
         import convplan
         s = convplan.default_context().stats()
         out.update({k: s[k] for k in ("tunes", "db_hits", "clones", "tune_ms")})
@@ -158,7 +163,8 @@ def main():
     ap.add_argument("--skip-first", action="store_true", help="no first-iteration runs")
     ap.add_argument("--json", default=None)
     ap.add_argument("--log", default=None, help="the first-iteration processes' output")
-    ap.add_argument("--first", choices=["pytorch", "convplan"], help=argparse.SUPPRESS)
+    ap.add_argument("--first", choices=["pytorch", "convplan", "convplan-prepared"],
+                    help=argparse.SUPPRESS)
     ap.add_argument("--mode", choices=["infer", "train"], help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.first:
@@ -181,6 +187,10 @@ def main():
         first["pytorch_train"] = run_first("pytorch", "train", b, args.dtype, "off", log)
         first["convplan_cold_infer"] = run_first("convplan", "infer", b, args.dtype, cold_infer, log)
         first["convplan_cold_train"] = run_first("convplan", "train", b, args.dtype, warm, log)
+        for mode in ("infer", "train"):
+            first["convplan_prepared_" + mode] = run_first(
+                "convplan-prepared", mode, b, args.dtype, os.path.join(tmp, f"prepared-{mode}.db"),
+                log)
         first["convplan_warm_infer"] = run_first("convplan", "infer", b, args.dtype, warm, log)
         first["convplan_warm_train"] = run_first("convplan", "train", b, args.dtype, warm, log)
         print("first iteration (s): " + ", ".join(f"{k} {v.get('first_s', float('nan')):.2f}"
@@ -207,12 +217,15 @@ def main():
         def s(key):
             return f[key].get("first_s", float("nan"))
         print(f"\nFirst iteration at b{f['batch']} (s, fresh process): "
-              f"| mode | PyTorch | convplan cold db | convplan warm db | warm / PyTorch |")
-        print("|---|---|---|---|---|")
+              f"| mode | PyTorch | convplan cold db | convplan cold db, prepare() first | "
+              f"prepared / PyTorch | convplan warm db | warm / PyTorch |")
+        print("|---|---|---|---|---|---|---|")
         for mode in ("infer", "train"):
-            print(f"| {mode} | {s('pytorch_' + mode):.2f} | {s('convplan_cold_' + mode):.2f} | "
-                  f"{s('convplan_warm_' + mode):.2f} | "
-                  f"{s('convplan_warm_' + mode) / s('pytorch_' + mode):.2f} |")
+            torch_s = s("pytorch_" + mode)
+            print(f"| {mode} | {torch_s:.2f} | {s('convplan_cold_' + mode):.2f} | "
+                  f"{s('convplan_prepared_' + mode):.2f} | "
+                  f"{s('convplan_prepared_' + mode) / torch_s:.2f} | "
+                  f"{s('convplan_warm_' + mode):.2f} | {s('convplan_warm_' + mode) / torch_s:.2f} |")
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(results, fh, indent=1)
