@@ -601,7 +601,7 @@ def _is_eager(x: Tensor, w: Tensor, bias: Optional[Tensor],
               residual: Optional[Tensor] = None) -> bool:
     if _is_compiling():
         return False
-    if _traced(x):
+    if _recorder is not None and _recorder.takes(x):  # (not _traced(): a call less per conv)
         return _recorder.eager  # prepare() records the path that the real calls will take
     return (type(x) in _PLAIN_TYPES and type(w) in _PLAIN_TYPES
             and (bias is None or type(bias) in _PLAIN_TYPES)
