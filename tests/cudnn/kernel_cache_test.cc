@@ -111,15 +111,15 @@ TEST(KernelCaches, ThreadsAskingForOneTopologyAtOnceShareOneCache) {
   EXPECT_EQ(caches.size(), 1u);
 }
 
-TEST(CudnnBackendOptions, KernelCacheIsOffByDefaultAndReadFromTheEnvironment) {
+TEST(CudnnBackendOptions, KernelCacheIsOnByDefaultAndReadFromTheEnvironment) {
   unsetenv("CONVPLAN_KERNEL_CACHE");
   StatusOr<CudnnBackendOptions> o = CudnnBackendOptions::from_environment();
   ASSERT_TRUE(o.ok()) << o.status().to_string();
-  EXPECT_FALSE(o->kernel_cache);
-  setenv("CONVPLAN_KERNEL_CACHE", "on", 1);
+  EXPECT_TRUE(o->kernel_cache);
+  setenv("CONVPLAN_KERNEL_CACHE", "off", 1);
   o = CudnnBackendOptions::from_environment();
   ASSERT_TRUE(o.ok()) << o.status().to_string();
-  EXPECT_TRUE(o->kernel_cache);
+  EXPECT_FALSE(o->kernel_cache);
   setenv("CONVPLAN_KERNEL_CACHE", "sometimes", 1);
   o = CudnnBackendOptions::from_environment();
   unsetenv("CONVPLAN_KERNEL_CACHE");
