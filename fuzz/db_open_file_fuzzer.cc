@@ -9,6 +9,7 @@
 // so a crash reproduces from its input alone. The folder is made under $TMPDIR (else /tmp) and
 // removed at exit (a crash leaves it behind, with the files of the crashing input).
 #include <dirent.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cstddef>
@@ -67,6 +68,17 @@ std::string read_file(const std::string& path) {
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
+// Said beside an open() that failed: CI once saw one that did not reproduce on a machine with
+// room to spare, and a full disk is the environment's failure, not the library's.
+std::string free_space(const std::string& path) {
+  struct statvfs fs;
+  if (statvfs(path.c_str(), &fs) != 0) return "free space in " + path + ": unknown";
+  const unsigned long long free_kib =
+      static_cast<unsigned long long>(fs.f_bavail) * fs.f_frsize / 1024;
+  return "free space in " + path + ": " + std::to_string(free_kib) + " KiB, " +
+         std::to_string(fs.f_favail) + " inodes";
+}
+
 convplan::TuningRecord probe_record() {
   convplan::TuningRecord r;
   r.device_model = "NVIDIA H200|sm90|sms132|cudnn91900";
@@ -96,7 +108,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   StatusOr<std::unique_ptr<TuningDatabase>> opened = TuningDatabase::open(path);
   CONVPLAN_FUZZ_CHECK(opened.ok(), "open() neither opened the file nor moved it aside: " +
-                                       opened.status().to_string());
+                                       opened.status().to_string() + " (" + free_space(dir) + ")");
   std::unique_ptr<TuningDatabase> db = std::move(opened).value();
   const DbOpenReport report = db->report();
   if (!report.moved_aside.empty()) {

@@ -1,6 +1,7 @@
 // What a harness does when a property of the parsed result does not hold: print what was expected
-// and abort, so that libFuzzer keeps the input (crash-<sha1>) and CI fails. assert() is not used
-// because RelWithDebInfo builds define NDEBUG.
+// (with the detail on the same line, which is the line CI's summary table quotes) and abort, so
+// that libFuzzer keeps the input (crash-<sha1>) and CI fails. assert() is not used because
+// RelWithDebInfo builds define NDEBUG.
 #pragma once
 
 #include <cstdio>
@@ -12,7 +13,7 @@ namespace convplan::fuzz {
 
 [[noreturn]] inline void fail(const char* file, int line, const char* what,
                               const std::string& detail) {
-  std::fprintf(stderr, "%s:%d: fuzz property failed: %s\n%s\n", file, line, what, detail.c_str());
+  std::fprintf(stderr, "%s:%d: fuzz property failed: %s: %s\n", file, line, what, detail.c_str());
   std::abort();
 }
 
