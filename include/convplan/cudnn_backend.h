@@ -26,13 +26,15 @@ CONVPLAN_EXPORT int cuda_runtime_version();
 
 // How the cuDNN backend builds plans.
 struct CONVPLAN_EXPORT CudnnBackendOptions {
-  // Plans of runtime-compiled engines share their compiled kernels across the shapes of one graph
-  // topology (direction, types, layout, dense/grouped/depthwise, post-op chain) through cuDNN's
+  // Plans of runtime-compiled forward engines share their compiled kernels across the shapes of
+  // one graph topology (types, layout, dense/grouped/depthwise, post-op chain) through cuDNN's
   // kernel cache, one per device and topology (cuDNN 9.5 or later; such plans are built on a
   // dynamic-shape graph). A new shape of a known topology then need not compile again. On by
   // default: on the H200 it cut the limited tuning of MobileNetV2's forward at b256 from 11.3 s
   // to 3.5 s in a fresh process (each depthwise layer's engine 5 compiled once, ~1 s, instead
-  // of once per shape), with plans as fast (README, "Tuning cost").
+  // of once per shape), with plans as fast (README, "Tuning cost"). Backward convolutions compile
+  // as before: a backward-filter plan built with a cache gave wrong results (the tuner's check
+  // caught it; src/cudnn/kernel_cache.h).
   bool kernel_cache = true;
 
   // The defaults with CONVPLAN_KERNEL_CACHE (1/0, true/false, yes/no, on/off) applied;

@@ -28,6 +28,10 @@ std::string kernel_cache_topology(const ConvProblem& p) {
   return key;
 }
 
+bool kernel_cache_applies(const ConvProblem& problem) {
+  return problem.direction == Direction::kForward;
+}
+
 StatusOr<std::shared_ptr<const BackendDescriptor>> KernelCaches::get(const ConvProblem& problem) {
   const std::string key = kernel_cache_topology(problem);
   MutexLock lock(mu_);

@@ -22,6 +22,13 @@ namespace convplan::cudnn_detail {
 // the post-op chain, e.g. "fwd/bf16/f32/nhwc/tc1/depthwise/beta0/bias+relu".
 std::string kernel_cache_topology(const ConvProblem& problem);
 
+// Whether the plans of `problem`'s runtime-compiled engines are built with a kernel cache:
+// forward convolutions only. With a cache, engine 16's plan for a depthwise backward-filter shape
+// that followed another shape of its topology gave wrong results (cuDNN 9.19 on an H100,
+// MobileNetV2 at batch 256); the tuner's check rejected it but then served engine 19, 3-8x
+// slower. Nothing measured the backward directions' gain, so they compile as before.
+bool kernel_cache_applies(const ConvProblem& problem);
+
 class KernelCaches {
  public:
   // The cache of `problem`'s topology, made the first time: finalized with a dynamic-shape graph

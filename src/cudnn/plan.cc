@@ -260,7 +260,8 @@ StatusOr<std::unique_ptr<CudnnPlan>> build_plan(cudnnHandle_t handle, const Conv
                             "build_unfused_plan (cudnn/epilogue_plan.h)");
   }
   CONVPLAN_ASSIGN_OR_RETURN(ConfiguredGraph configured, configure(handle, problem, config, false));
-  if (kernel_caches != nullptr && (configured.notes & kNoteRuntimeCompilation) != 0) {
+  if (kernel_caches != nullptr && (configured.notes & kNoteRuntimeCompilation) != 0 &&
+      kernel_cache_applies(problem)) {
     StatusOr<std::unique_ptr<CudnnPlan>> cached =
         build_cached_plan(handle, problem, config, *kernel_caches);
     // An engine that cannot run a dynamic-shape graph is built as before (a real failure, such

@@ -1,5 +1,6 @@
 // The kernel caches' bookkeeping without a GPU: what a cache is shared over (the topology key),
-// one cache per topology made once, and the option's environment variable.
+// which problems take one, one cache per topology made once, and the option's environment
+// variable.
 #include "cudnn/kernel_cache.h"
 
 #include <gtest/gtest.h>
@@ -59,6 +60,19 @@ TEST(KernelCacheTopology, IsSharedByShapesAndSplitByWhatShapesTheOperations) {
   p.post_ops.push(PostOpKind::kRelu);
   keys.insert(kernel_cache_topology(p));
   EXPECT_EQ(keys.size(), 8u);
+}
+
+// Regression: engine 16's backward-filter plans built with a cache gave wrong results
+// (CudnnEngines.KernelCacheLeavesBackwardPlansRight on the GPU); only forward takes one.
+TEST(KernelCacheApplies, ToForwardConvolutionsOnly) {
+  ConvProblem p = depthwise(144, 56, 1);
+  EXPECT_TRUE(kernel_cache_applies(p));
+  p.post_ops.push(PostOpKind::kBias);
+  EXPECT_TRUE(kernel_cache_applies(p));
+  for (Direction dir : {Direction::kBackwardFilter, Direction::kBackwardData}) {
+    p.direction = dir;
+    EXPECT_FALSE(kernel_cache_applies(p)) << to_string(dir);
+  }
 }
 
 TEST(KernelCaches, OneCachePerTopologyMadeOnce) {
