@@ -33,8 +33,9 @@ struct CONVPLAN_EXPORT CudnnBackendOptions {
   // default: on the H200 it cut the limited tuning of MobileNetV2's forward at b256 from 11.3 s
   // to 3.5 s in a fresh process (each depthwise layer's engine 5 compiled once, ~1 s, instead
   // of once per shape), with plans as fast (README, "Tuning cost"). Backward convolutions compile
-  // as before: a backward-filter plan built with a cache gave wrong results (the tuner's check
-  // caught it; src/cudnn/kernel_cache.h).
+  // as before: with a cache the tuner's check rejected some depthwise backward-filter plans and
+  // served 3-8x slower ones (src/cudnn/kernel_cache.h). Plans with a cache finalize one at a
+  // time: cuDNN 9.19 corrupted its heap when threads did so at once.
   bool kernel_cache = true;
 
   // The defaults with CONVPLAN_KERNEL_CACHE (1/0, true/false, yes/no, on/off) applied;

@@ -3,7 +3,6 @@
 #include <utility>
 
 #include "cudnn/check.h"
-#include "cudnn/graph.h"
 
 namespace convplan::cudnn_detail {
 namespace {
@@ -32,29 +31,28 @@ bool kernel_cache_applies(const ConvProblem& problem) {
   return problem.direction == Direction::kForward;
 }
 
-StatusOr<std::shared_ptr<const BackendDescriptor>> KernelCaches::get(const ConvProblem& problem) {
+Mutex& kernel_cache_finalize_mutex() {
+  static Mutex* const mu = new Mutex;  // never destroyed: plans may finalize during exit
+  return *mu;
+}
+
+StatusOr<std::shared_ptr<const KernelCache>> KernelCaches::get(const ConvProblem& problem) {
   const std::string key = kernel_cache_topology(problem);
   MutexLock lock(mu_);
   auto it = caches_.find(key);
   if (it != caches_.end()) return it->second;
   // Made under the lock (about a millisecond, once per topology): two threads must not make two
   // caches of one topology.
-  struct Made {
-    ConvGraph graph;
-    BackendDescriptor cache;
-  };
-  auto made = std::make_shared<Made>();
+  auto made = std::make_shared<KernelCache>();
   CONVPLAN_ASSIGN_OR_RETURN(made->graph, build_conv_graph(nullptr, problem, true));
-  CONVPLAN_ASSIGN_OR_RETURN(made->cache,
+  CONVPLAN_ASSIGN_OR_RETURN(made->descriptor,
                             BackendDescriptor::create(CUDNN_BACKEND_KERNEL_CACHE_DESCRIPTOR));
   const cudnnBackendDescriptor_t raw_graph = made->graph.graph.get();
-  CONVPLAN_CUDNN_CHECK(made->cache.set(CUDNN_ATTR_KERNEL_CACHE_OPERATION_GRAPH,
-                                       CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &raw_graph));
-  CONVPLAN_CUDNN_CHECK(made->cache.finalize());
-  // The cache, owning its graph too.
-  std::shared_ptr<const BackendDescriptor> shared(made, &made->cache);
-  caches_.emplace(key, shared);
-  return shared;
+  CONVPLAN_CUDNN_CHECK(made->descriptor.set(CUDNN_ATTR_KERNEL_CACHE_OPERATION_GRAPH,
+                                            CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &raw_graph));
+  CONVPLAN_CUDNN_CHECK(made->descriptor.finalize());
+  caches_.emplace(key, made);
+  return std::shared_ptr<const KernelCache>(std::move(made));
 }
 
 size_t KernelCaches::size() const {

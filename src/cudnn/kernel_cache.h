@@ -14,6 +14,7 @@
 #include "convplan/status.h"
 #include "core/mutex.h"
 #include "cudnn/descriptor.h"
+#include "cudnn/graph.h"
 
 namespace convplan::cudnn_detail {
 
@@ -23,26 +24,43 @@ namespace convplan::cudnn_detail {
 std::string kernel_cache_topology(const ConvProblem& problem);
 
 // Whether the plans of `problem`'s runtime-compiled engines are built with a kernel cache:
-// forward convolutions only. With a cache, engine 16's plan for a depthwise backward-filter shape
-// that followed another shape of its topology gave wrong results (cuDNN 9.19 on an H100,
-// MobileNetV2 at batch 256); the tuner's check rejected it but then served engine 19, 3-8x
-// slower. Nothing measured the backward directions' gain, so they compile as before.
+// forward convolutions only. With a cache, the tuner's check rejected engine 16's plans on four
+// depthwise backward-filter layers of MobileNetV2 at b256 (an H100, no prepare; the compile pool
+// finalizes in parallel) and served engine 19, 3-8x slower: its plans summed 8.77 ms against
+// 3.97 ms without a cache. Built one at a time at batch 8, the same engines' cached backward plans
+// matched the reference, so the cause may be the concurrent finalization that
+// kernel_cache_finalize_mutex() now prevents; until a GPU run shows the backward directions gain
+// and stay right, they compile without a cache.
 bool kernel_cache_applies(const ConvProblem& problem);
+
+// One topology's cache, with the device-less dynamic-shape graph it was finalized with (which
+// must live as long as it).
+struct KernelCache {
+  ConvGraph graph;
+  BackendDescriptor descriptor;
+};
+
+// Held around the finalization of every plan built with a kernel cache, in the whole process
+// (every backend's caches): cuDNN 9.19 corrupted its heap (abort in free() under
+// ExecutionPlan::finalize_internal, in libcudnn_engines_runtime_compiled) when threads finalized
+// plans with a kernel cache at once, in 3 of 3 runs of `convplan bench --suite mobilenet_v2
+// --prepare-threads 4` on an H200 (2026-12-06). Plans without a cache still finalize in parallel,
+// as the compile pool's have since 2026-12-04.
+Mutex& kernel_cache_finalize_mutex();
 
 class KernelCaches {
  public:
   // The cache of `problem`'s topology, made the first time: finalized with a dynamic-shape graph
   // of the problem built for no device, which lives as long as the cache (so no handle or plan
   // the cache was first used with must outlive it). Shared: a plan finalized with the cache keeps
-  // it alive. Thread-safe; cuDNN finalizes plans concurrently with one cache (cudnn-frontend's
-  // parallel plan builds share theirs).
-  StatusOr<std::shared_ptr<const BackendDescriptor>> get(const ConvProblem& problem);
+  // it alive. Thread-safe.
+  StatusOr<std::shared_ptr<const KernelCache>> get(const ConvProblem& problem);
   // How many topologies have a cache.
   size_t size() const;
 
  private:
   mutable Mutex mu_;
-  std::map<std::string, std::shared_ptr<const BackendDescriptor>> caches_ GUARDED_BY(mu_);
+  std::map<std::string, std::shared_ptr<const KernelCache>> caches_ GUARDED_BY(mu_);
 };
 
 }  // namespace convplan::cudnn_detail

@@ -225,7 +225,7 @@ StatusOr<BackendDescriptor> finalize_plan(cudnnHandle_t handle, const Configured
 StatusOr<std::unique_ptr<CudnnPlan>> make_plan(cudnnHandle_t handle, const ConvProblem& problem,
                                                const EngineConfig& config,
                                                ConfiguredGraph configured, BackendDescriptor plan,
-                                               std::shared_ptr<const BackendDescriptor> cache) {
+                                               std::shared_ptr<const KernelCache> cache) {
   CONVPLAN_ASSIGN_OR_RETURN(int64_t workspace, plan_workspace(plan));
   const NoteSet notes = configured.notes;
   auto out = std::make_unique<CudnnPlan>(handle, config, notes, workspace, std::move(plan),
@@ -241,10 +241,13 @@ StatusOr<std::unique_ptr<CudnnPlan>> build_cached_plan(cudnnHandle_t handle,
                                                        const EngineConfig& config,
                                                        KernelCaches& caches) {
   CONVPLAN_ASSIGN_OR_RETURN(ConfiguredGraph configured, configure(handle, problem, config, true));
-  CONVPLAN_ASSIGN_OR_RETURN(std::shared_ptr<const BackendDescriptor> cache, caches.get(problem));
-  CONVPLAN_ASSIGN_OR_RETURN(BackendDescriptor plan,
-                            finalize_plan(handle, configured, config, cache.get()));
-  return make_plan(handle, problem, config, std::move(configured), std::move(plan),
+  CONVPLAN_ASSIGN_OR_RETURN(std::shared_ptr<const KernelCache> cache, caches.get(problem));
+  StatusOr<BackendDescriptor> plan = [&] {
+    MutexLock lock(kernel_cache_finalize_mutex());  // one at a time (kernel_cache.h)
+    return finalize_plan(handle, configured, config, &cache->descriptor);
+  }();
+  if (!plan.ok()) return plan.status();
+  return make_plan(handle, problem, config, std::move(configured), std::move(plan).value(),
                    std::move(cache));
 }
 

@@ -17,6 +17,9 @@
 
 namespace convplan::cudnn_detail {
 
+struct KernelCache;
+class KernelCaches;
+
 class CudnnPlan final : public Plan {
  public:
   // REQUIRES: plan is a finalized execution plan for the graph of `problem` on `handle`; the
@@ -41,7 +44,7 @@ class CudnnPlan final : public Plan {
   // the first).
   cudnnBackendDescriptor_t raw_plan() const { return plan_.get(); }
   // Keeps the kernel cache the plan was finalized with as long as the plan (null: none).
-  void keep_kernel_cache(std::shared_ptr<const BackendDescriptor> cache) {
+  void keep_kernel_cache(std::shared_ptr<const KernelCache> cache) {
     kernel_cache_ = std::move(cache);
   }
   bool uses_kernel_cache() const { return kernel_cache_ != nullptr; }
@@ -56,7 +59,7 @@ class CudnnPlan final : public Plan {
   int64_t workspace_bytes_;
   BackendDescriptor plan_;
   std::vector<BackendDescriptor> keep_alive_;
-  std::shared_ptr<const BackendDescriptor> kernel_cache_;
+  std::shared_ptr<const KernelCache> kernel_cache_;
   // The last variant pack and the pointers it holds.
   BackendDescriptor variant_pack_;
   TensorPointers pack_tensors_;
@@ -70,8 +73,6 @@ class CudnnPlan final : public Plan {
 // chain has bias and add.
 Status check_pointers(const TensorPointers& tensors, void* workspace, int64_t workspace_bytes,
                       const PostOps& chain = {});
-
-class KernelCaches;
 
 // A fresh graph on `handle`, the engine by index, a configuration with the knob choices, the plan
 // finalized. kNotSupported when the engine, its notes or a knob value does not fit the problem.
