@@ -242,12 +242,12 @@ StatusOr<std::unique_ptr<CudnnPlan>> build_cached_plan(cudnnHandle_t handle,
                                                        KernelCaches& caches) {
   CONVPLAN_ASSIGN_OR_RETURN(ConfiguredGraph configured, configure(handle, problem, config, true));
   CONVPLAN_ASSIGN_OR_RETURN(std::shared_ptr<const KernelCache> cache, caches.get(problem));
-  StatusOr<BackendDescriptor> plan = [&] {
+  BackendDescriptor plan;
+  {
     MutexLock lock(kernel_cache_finalize_mutex());  // one at a time (kernel_cache.h)
-    return finalize_plan(handle, configured, config, &cache->descriptor);
-  }();
-  if (!plan.ok()) return plan.status();
-  return make_plan(handle, problem, config, std::move(configured), std::move(plan).value(),
+    CONVPLAN_ASSIGN_OR_RETURN(plan, finalize_plan(handle, configured, config, &cache->descriptor));
+  }
+  return make_plan(handle, problem, config, std::move(configured), std::move(plan),
                    std::move(cache));
 }
 

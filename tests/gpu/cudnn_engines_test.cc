@@ -421,6 +421,16 @@ class CudnnEngines : public ::testing::Test {
     return p;
   }
 
+  // The first `count` runtime-compiled candidates of `p` (heuristics on `handle`).
+  std::vector<Candidate> first_runtime_compiled(cudnnHandle_t handle, const ConvProblem& p,
+                                                size_t count) {
+    std::vector<Candidate> out;
+    for (const Candidate& cand : all_candidates(handle, p)) {
+      if ((cand.notes & kNoteRuntimeCompilation) != 0 && out.size() < count) out.push_back(cand);
+    }
+    return out;
+  }
+
   // Builds the first two runtime-compiled candidates of each problem, in order, with a backend
   // whose kernel cache is on, and checks each plan and its JSON clone on the second handle against
   // the reference. Returns how many plans were built with a cache.
@@ -437,9 +447,7 @@ class CudnnEngines : public ::testing::Test {
       StatusOr<DeviceTensors> dev2 = upload(ctx2_->handle(), p, data);
       EXPECT_TRUE(dev2.ok()) << dev2.status().to_string();
       if (!dev.ok() || !dev2.ok()) continue;
-      int rtc = 0;
-      for (const Candidate& cand : all_candidates(ctx1_->handle(), p)) {
-        if ((cand.notes & kNoteRuntimeCompilation) == 0 || ++rtc > 2) continue;
+      for (const Candidate& cand : first_runtime_compiled(ctx1_->handle(), p, 2)) {
         StatusOr<std::unique_ptr<Plan>> plan = backend_->build(ctx1_->handle(), p, cand.config);
         if (!plan.ok()) continue;
         const auto* built = dynamic_cast<const cudnn_detail::CudnnPlan*>(plan->get());
@@ -451,6 +459,25 @@ class CudnnEngines : public ::testing::Test {
         "kernel cache: %d of the runtime-compiled plans built with a cache, %d runs checked\n",
         cached, checked);
     return cached;
+  }
+
+  // Runs `plan` once on `handle` and compares its output with the reference. Returns 1 when it
+  // was compared (a failure to run is a test failure and returns 0).
+  int check_run(cudnnHandle_t h, const ConvProblem& p, const HostData& data, const Candidate& cand,
+                const std::string& name, Plan& plan, DeviceTensors& dev) {
+    if (!ensure_workspace(h, plan.workspace_bytes()).ok() || !reset_output(h, p, data, dev).ok()) {
+      ADD_FAILURE() << name << ": workspace or output reset failed";
+      return 0;
+    }
+    const Status s = plan.execute(h, dev.pointers(), workspace_.get());
+    EXPECT_TRUE(s.ok()) << name << ": " << s.to_string();
+    if (!s.ok()) return 0;
+    StatusOr<std::vector<double>> got = get(h, p, dev.output(p));
+    EXPECT_TRUE(got.ok()) << name << ": " << got.status().to_string();
+    if (!got.ok()) return 0;
+    EXPECT_LE(relative_l2_error(*got, data.expected), relative_error_tolerance(p, cand.notes))
+        << name << ", seed " << seed_;
+    return 1;
   }
 
   // Runs `plan` on the first handle and its JSON clone on the second; each result must match the
@@ -467,19 +494,8 @@ class CudnnEngines : public ::testing::Test {
     int checked = 0;
     for (auto [ctx, d, run] :
          {std::tuple{ctx1_.get(), &dev, &plan}, std::tuple{ctx2_.get(), &dev2, clone->get()}}) {
-      const cudnnHandle_t h = ctx->handle();
-      if (!ensure_workspace(h, run->workspace_bytes()).ok() || !reset_output(h, p, data, *d).ok()) {
-        ADD_FAILURE() << name << ": workspace or output reset failed";
-        continue;
-      }
-      const Status s = run->execute(h, d->pointers(), workspace_.get());
-      EXPECT_TRUE(s.ok()) << name << ": " << s.to_string();
-      StatusOr<std::vector<double>> got = get(h, p, d->output(p));
-      EXPECT_TRUE(got.ok()) << name << ": " << got.status().to_string();
-      if (!s.ok() || !got.ok()) continue;
-      EXPECT_LE(relative_l2_error(*got, data.expected), relative_error_tolerance(p, cand.notes))
-          << name << (run == &plan ? " (built)" : " (JSON clone)") << ", seed " << seed_;
-      ++checked;
+      checked += check_run(ctx->handle(), p, data, cand,
+                           name + (run == &plan ? " (built)" : " (JSON clone)"), *run, *d);
     }
     return checked;
   }
@@ -931,11 +947,11 @@ TEST_F(CudnnEngines, KernelCachePlansBuiltOnFourThreadsAtOnceMatchTheReference) 
                                         {960, 7, 1}}) {
     problems.push_back(depthwise_3x3(Direction::kForward, 8, c, size, stride));
   }
-  std::vector<std::vector<Candidate>> rtc(problems.size());  // the first two of each
-  for (size_t i = 0; i < problems.size(); ++i) {
-    for (const Candidate& cand : all_candidates(ctx1_->handle(), problems[i])) {
-      if ((cand.notes & kNoteRuntimeCompilation) != 0 && rtc[i].size() < 2) rtc[i].push_back(cand);
-    }
+  std::vector<std::vector<Candidate>> rtc;
+  std::vector<HostData> data;
+  for (const ConvProblem& p : problems) {
+    rtc.push_back(first_runtime_compiled(ctx1_->handle(), p, 2));
+    data.push_back(make_data(p));
   }
   constexpr int kThreads = 4;
   std::vector<CudnnContext> contexts;
@@ -972,19 +988,9 @@ TEST_F(CudnnEngines, KernelCachePlansBuiltOnFourThreadsAtOnceMatchTheReference) 
       const std::string name = p.to_string() + " " + b.candidate.config.to_string();
       const auto* plan = dynamic_cast<const cudnn_detail::CudnnPlan*>(b.plan.get());
       if (plan != nullptr && plan->uses_kernel_cache()) ++cached;
-      const HostData data = make_data(p);
-      StatusOr<DeviceTensors> dev = upload(h, p, data);
+      StatusOr<DeviceTensors> dev = upload(h, p, data[b.problem]);
       ASSERT_TRUE(dev.ok()) << name << ": " << dev.status().to_string();
-      ASSERT_TRUE(ensure_workspace(h, b.plan->workspace_bytes()).ok()) << name;
-      ASSERT_TRUE(reset_output(h, p, data, *dev).ok()) << name;
-      const Status s = b.plan->execute(h, dev->pointers(), workspace_.get());
-      ASSERT_TRUE(s.ok()) << name << ": " << s.to_string();
-      StatusOr<std::vector<double>> got = get(h, p, dev->output(p));
-      ASSERT_TRUE(got.ok()) << name << ": " << got.status().to_string();
-      EXPECT_LE(relative_l2_error(*got, data.expected),
-                relative_error_tolerance(p, b.candidate.notes))
-          << name << ", seed " << seed_;
-      ++checked;
+      checked += check_run(h, p, data[b.problem], b.candidate, name, *b.plan, *dev);
     }
   }
   std::printf("kernel cache, 4 threads: %d of %d plans built with a cache\n", cached, checked);
