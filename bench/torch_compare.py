@@ -74,6 +74,11 @@ def parse_args(argv):
                    help="the convplan program (default: $CONVPLAN_BIN, build/tools/convplan/convplan, "
                         ".carry/bin/convplan)")
     p.add_argument("--db", default=None, help="convplan's tuning database (default: its own)")
+    p.add_argument("--driver-cache", default="inherit", choices=["inherit", "fresh", "off"],
+                   help="the CUDA driver's compile cache: 'inherit' the environment's; 'fresh': "
+                        "an empty one for each side (CUDA_CACHE_PATH), so that neither side's "
+                        "first calls find kernels the other compiled; 'off': none "
+                        "(CUDA_CACHE_DISABLE=1)")
     p.add_argument("--results-dir", default=os.path.join(REPO, "bench", "results"))
     return p.parse_args(argv)
 
@@ -122,6 +127,20 @@ def bench_totals(doc):
     """The totals of a `convplan bench --json` document (set-up and first-result times among
     them: they are there, not at the top); {} for no document."""
     return (doc or {}).get("totals") or {}
+
+
+def driver_cache_env(mode, tmp, side):
+    """The variables that give `side` ("convplan", "torch", ...) the driver compile cache that
+    --driver-cache asks for. PyTorch runs after convplan in this process: with a cache shared
+    between them its first calls took kernels that convplan's runs had just compiled (ResNet-50
+    b32: 0.89 s against 9.1 s with no cache, H100), so its cost depended on running second."""
+    if mode == "off":
+        return {"CUDA_CACHE_DISABLE": "1"}
+    if mode == "fresh":
+        path = os.path.join(tmp, "cuda-cache-" + side)
+        os.makedirs(path, exist_ok=True)
+        return {"CUDA_CACHE_PATH": path, "CUDA_CACHE_DISABLE": "0"}
+    return {}
 
 
 def run_convplan(binary, global_args, args, env, json_path, dry_run):
@@ -333,6 +352,9 @@ def main(argv):
     global_args = ["--db", args.db] if args.db else []
     cp_args = convplan_args(args, suite_file)
 
+    # Kept to the end: PyTorch's cache folder (--driver-cache fresh) lives here too.
+    caches = tempfile.TemporaryDirectory()
+    env.update(driver_cache_env(args.driver_cache, caches.name, "convplan"))
     with tempfile.TemporaryDirectory() as tmp:
         rc, shapes = run_convplan(binary, global_args, cp_args, env, os.path.join(tmp, "dry.json"), True)
         if rc != 0 or shapes is None:
@@ -343,13 +365,15 @@ def main(argv):
             # Time to first result in background mode: a fresh database, so that it tunes.
             bg_args = convplan_args(argparse.Namespace(**{**vars(args), "tune": "background",
                                                           "prepare_threads": 0}), suite_file)
-            _, bg = run_convplan(binary, ["--db", os.path.join(tmp, "bg.db")], bg_args, env,
+            bg_env = {**env, **driver_cache_env(args.driver_cache, caches.name, "background")}
+            _, bg = run_convplan(binary, ["--db", os.path.join(tmp, "bg.db")], bg_args, bg_env,
                                  os.path.join(tmp, "bg.json"), False)
     if cp is None:
         sys.exit(f"torch_compare: convplan bench wrote no results (exit {rc})")
     if rc not in (0, 1):
         print(f"torch_compare: convplan bench exited {rc}", file=sys.stderr)
 
+    os.environ.update(driver_cache_env(args.driver_cache, caches.name, "torch"))  # before CUDA starts
     import torch
     if not torch.cuda.is_available():
         sys.exit("torch_compare: PyTorch sees no GPU")
@@ -458,7 +482,8 @@ def main(argv):
                      "batch": batch, "iters": args.iters, "warmup": args.warmup,
                      "torch_timing": "CUDA events around each call after warm-up; median; "
                                      "first call timed on the host, synchronized",
-                     "torch_cudnn_benchmark": True, "convplan_exit_status": rc},
+                     "torch_cudnn_benchmark": True, "convplan_exit_status": rc,
+                     "driver_cache": args.driver_cache},
         "rows": compared, "totals": totals, "convplan": cp,
         "provenance": provenance(),
     }

@@ -49,7 +49,8 @@ class CONVPLAN_EXPORT DeviceAllocator {
   virtual void deallocate(void* ptr, size_t bytes) = 0;
 };
 
-// RAII ownership of one allocation from a DeviceAllocator. Move-only.
+// RAII ownership of one allocation from a DeviceAllocator. Move-only. The allocator must outlive
+// the buffer: one from a backend's default_allocator() must go before the backend.
 class CONVPLAN_EXPORT DeviceBuffer {
  public:
   DeviceBuffer() = default;
@@ -172,7 +173,8 @@ class CONVPLAN_EXPORT Backend {
                                                           std::string_view json) = 0;
 
   // What the tuner needs to run candidates: memory, copies and event timing, all on `handle`'s
-  // stream. The copies and fill() complete before they return.
+  // stream. The copies and fill() complete before they return. The allocator lives as long as
+  // the backend.
   virtual DeviceAllocator& default_allocator(cudnnHandle_t handle) = 0;
   virtual Status copy_to_device(cudnnHandle_t handle, void* dst, const void* src, size_t bytes) = 0;
   virtual Status copy_to_host(cudnnHandle_t handle, void* dst, const void* src, size_t bytes) = 0;

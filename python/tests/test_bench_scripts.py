@@ -42,6 +42,19 @@ def test_torch_compare_passes_prepare_threads_to_convplan_only_when_set():
     assert "--prepare-threads" not in tc.convplan_args(args, "suites/mobilenet_v2.txt")
 
 
+def test_torch_compare_fresh_driver_cache_gives_each_side_an_empty_folder_of_its_own(tmp_path):
+    tc = load("torch_compare")
+    cp = tc.driver_cache_env("fresh", str(tmp_path), "convplan")
+    torch = tc.driver_cache_env("fresh", str(tmp_path), "torch")
+    assert cp["CUDA_CACHE_PATH"] != torch["CUDA_CACHE_PATH"]
+    for env in (cp, torch):
+        assert env["CUDA_CACHE_DISABLE"] == "0"  # a caller's CUDA_CACHE_DISABLE=1 is overridden
+        folder = pathlib.Path(env["CUDA_CACHE_PATH"])
+        assert folder.is_dir() and not any(folder.iterdir())
+    assert tc.driver_cache_env("off", str(tmp_path), "torch") == {"CUDA_CACHE_DISABLE": "1"}
+    assert tc.driver_cache_env("inherit", str(tmp_path), "torch") == {}
+
+
 def test_kernel_cache_report_pairs_the_layers_and_sums_by_count():
     kc = load("kernel_cache")
 

@@ -25,12 +25,11 @@ std::string kernel_cache_topology(const ConvProblem& problem);
 
 // Whether the plans of `problem`'s runtime-compiled engines are built with a kernel cache:
 // forward convolutions only. With a cache, the tuner's check rejected engine 16's plans on four
-// depthwise backward-filter layers of MobileNetV2 at b256 (an H100, no prepare; the compile pool
-// finalizes in parallel) and served engine 19, 3-8x slower: its plans summed 8.77 ms against
-// 3.97 ms without a cache. Built one at a time at batch 8, the same engines' cached backward plans
-// matched the reference, so the cause may be the concurrent finalization that
-// kernel_cache_finalize_mutex() now prevents; until a GPU run shows the backward directions gain
-// and stay right, they compile without a cache.
+// depthwise stride-1 backward-filter layers of MobileNetV2 at b256 (each a later shape of the
+// topology) and served engine 19, 3-8x slower: its plans summed 9.01 ms against 4.09 ms without a
+// cache, with kernel_cache_finalize_mutex() held, so not from concurrent finalization (H100,
+// 2026-12-06; 8.77 against 3.97 ms before the lock). Built one at a time at batch 8, the same
+// engines' cached backward plans matched the reference: the wrong results depend on the shapes.
 bool kernel_cache_applies(const ConvProblem& problem);
 
 // One topology's cache, with the device-less dynamic-shape graph it was finalized with (which

@@ -116,7 +116,12 @@ constexpr size_t kMaxRuntimeCompiledLimited = 8;
 // b256 were all within the first 8 of heuristics A (H200, cuDNN 9.19); the candidates past them
 // cost about half of the tuning, more where they are slow: MobileNetV2's depthwise layers spent
 // 0.5-1.5 s timing precompiled engines at 7-57 ms a run against the 0.03-0.3 ms of the one
-// that won, rank 0 (issue 21).
+// that won, rank 0 (issue 21). Past them, the first configuration of a precompiled engine that
+// has none before it is timed after the lists (limited mode's other engines), when the problem's
+// own best comes within kSecondListRewriteFactor of the best: the first 8 of A for MobileNetV2's
+// features.1.conv.1 at b256 were eng62's and eng22's knob variants (0.1455 ms at best), and eng58
+// at ranks 9 and 10 took 0.092 ms (H200; PyTorch, which times the whole list, chose 0.126 ms). On
+// the stems, where a rewrite wins by 3-6x, the plain problem's other engines are not worth a run.
 constexpr int kLimitedPerSource = 8;
 // Limited mode asks heuristics B about the rewrites (convplan/rewrite.h) whose best candidate of
 // A's came within this factor of the best median, besides the problem itself: a B query took ~25
@@ -128,6 +133,11 @@ constexpr double kSecondListRewriteFactor = 1.25;
 constexpr int kDefaultCompileThreads = 4;
 // A timed candidate stops once a run exceeds this multiple of the best median so far.
 constexpr double kCutoffFactor = 4.0;
+// Limited mode leaves out the rest of a list's plain (not rewritten) candidates once this many of
+// them in a row, the heuristics' first, were beyond the cutoff: on the 3-D stem, after the uc32
+// rewrite's 0.875 ms, all eight plain candidates took 4.6-14 ms (H200), and their runs, 190 of
+// the stem's 380 ms of timing, could not win (issue 21: the stems' tuning at 1.76x PyTorch's).
+constexpr int kFarPlainInARow = 2;
 // Candidates within this fraction of the fastest median count as tied; the best rank wins.
 constexpr double kTieFraction = 0.02;
 // Early stopping of timing. Every candidate gets kFirstTimedRuns runs (or the policy's, if
@@ -320,6 +330,7 @@ struct Entry {
   bool timing_finished = false;  // early stopping has decided on it
   std::string deferred;          // why it was not tried (runtime compilation that would not pay)
   bool knob_variant = false;     // a knob combination listed by exhaustive search
+  bool other_engine = false;     // limited mode: deferred, timed by time_other_engines
   // Kept from timing to validation, so that a finalist is not built twice; released for the
   // clearly slower ones (built again in the rare case they are needed).
   PlanPtr plan;
@@ -424,6 +435,9 @@ class TuneRun {
   Status gather_candidates();
   // Heuristics B's candidates, timed, where limited mode left them for later; the new end.
   StatusOr<size_t> add_second_list(size_t end);
+  // Limited mode: times the other engines (Entry::other_engine) of [begin, end) when the
+  // problem's own best is within kSecondListRewriteFactor of the best (or nothing was timed).
+  Status time_other_engines(size_t begin, size_t end);
   // The backend's candidates from `source` (timed, at verbose level 2); of the rewrites, only
   // those in `rewrites` when given.
   StatusOr<std::vector<Candidate>> ask(CandidateSource source,
@@ -455,6 +469,9 @@ class TuneRun {
   // on `best_before`, the combinations in todo[next..] are not compiled.
   void stop_knob_variants(const std::vector<Entry*>& todo, size_t next,
                           const std::vector<Entry*>& wave, double best_before);
+  // Limited mode: marks the plain precompiled candidates of [begin, end) not yet screened as not
+  // tried, after kFarPlainInARow of them were beyond the cutoff.
+  void defer_plain_rest(size_t begin, size_t end);
   // Marks the candidates of [begin, end) not yet evaluated (of one kind, or any) as not tried.
   void defer_rest(size_t begin, size_t end, const std::string& why, int runtime_compiled);
   // Builds the plans of `wave` at once on the compile pool (Entry::prebuilt).
@@ -551,9 +568,10 @@ class TuneRun {
   struct Phases {
     double candidates = 0, data = 0, build = 0, compile = 0, check = 0, timing = 0;
   } phases_;
-  size_t runtime_compiled_ = 0;       // runtime-compiled candidates built (screened) in this tune
-  bool last_resort_ = false;          // deferred candidates get their turn: no cap, no wave stop
-  bool second_list_pending_ = false;  // limited mode: heuristics B not asked yet
+  size_t runtime_compiled_ = 0;  // runtime-compiled candidates built (screened) in this tune
+  bool last_resort_ = false;     // deferred candidates get their turn: no cap, no wave stop
+  std::set<std::pair<int64_t, bool>> listed_engines_;  // (engine, unfused) of the plain candidates
+  bool second_list_pending_ = false;                   // limited mode: heuristics B not asked yet
   std::string compile_stop_;  // why limited mode compiles no more at run time ("" until then)
   int validation_runs_ = 0;
   // Declared last, so that its thread, which reads the members above, is joined before they go.
@@ -569,6 +587,8 @@ void TuneRun::add_candidates(const std::vector<Candidate>& list, CandidateSource
   for (const Candidate& c : list) {
     const bool plain = c.config.rewrite.empty();
     const int at = plain ? position[c.config.unfused ? 1 : 0]++ : 0;
+    const bool engine_first =
+        plain && listed_engines_.insert({c.config.engine_id, c.config.unfused}).second;
     if (!seen_.insert(c.config).second) continue;
     Entry e;
     e.candidate = c;
@@ -577,6 +597,7 @@ void TuneRun::add_candidates(const std::vector<Candidate>& list, CandidateSource
     if (capped && plain && at >= kLimitedPerSource) {
       e.deferred = "past the first " + std::to_string(kLimitedPerSource) + " of " +
                    to_string(source) + "'s list (limited mode)";
+      e.other_engine = engine_first && (c.notes & kNoteRuntimeCompilation) == 0;
     }
     entries_.push_back(std::move(e));
   }
@@ -1086,6 +1107,7 @@ Status TuneRun::screen_where(size_t begin, size_t end, bool budgeted, bool runti
   // ResNet-50 stem the plain ones take 1.7-4 ms a run against the rewrites' 0.4-1 ms (issue 17:
   // what rewrites add to tuning). Ranks, and so ties, do not change.
   for (const bool rewritten : {true, false}) {
+    int far_in_a_row = 0;  // plain candidates beyond the cutoff, from the first on
     for (size_t i = begin; i < end; ++i) {
       Entry& e = entries_[i];
       if (e.evaluated || !e.deferred.empty() || is_runtime_compiled(e)) continue;
@@ -1099,12 +1121,31 @@ Status TuneRun::screen_where(size_t begin, size_t end, bool budgeted, bool runti
         }
       }
       CONVPLAN_RETURN_IF_ERROR(check_cancelled());
+      const double best_before = best_median_;
       const Clock::time_point t0 = Clock::now();
       CONVPLAN_RETURN_IF_ERROR(screen(e));
       report(e, "timed", ms_since(t0));
+      if (rewritten || policy_.mode != TuneMode::kLimited || last_resort_ || far_in_a_row < 0) {
+        continue;
+      }
+      const bool far =
+          e.timed && best_before > 0 && e.result.median_ms > kCutoffFactor * best_before;
+      far_in_a_row = far ? far_in_a_row + 1 : -1;  // -1: one came close, the rest are timed
+      if (far_in_a_row == kFarPlainInARow) defer_plain_rest(i + 1, end);
     }
   }
   return ok_status();
+}
+
+void TuneRun::defer_plain_rest(size_t begin, size_t end) {
+  const std::string why = "the problem's first " + std::to_string(kFarPlainInARow) +
+                          " candidates took over " + format_ms(kCutoffFactor) +
+                          "x the best (limited mode)";
+  for (size_t i = begin; i < end; ++i) {
+    Entry& e = entries_[i];
+    if (e.evaluated || !e.deferred.empty() || is_runtime_compiled(e)) continue;
+    if (e.candidate.config.rewrite.empty()) e.deferred = why;
+  }
 }
 
 StatusOr<bool> TuneRun::stop_for_budget(size_t begin, size_t end, const Entry& next) {
@@ -1459,6 +1500,7 @@ StatusOr<Entry*> TuneRun::choose_from(size_t begin, size_t end, bool budgeted) {
   if (policy_.mode == TuneMode::kHeuristic) return first_valid_in_rank_order(begin, end);
   CONVPLAN_RETURN_IF_ERROR(time_range(begin, end, budgeted));
   CONVPLAN_ASSIGN_OR_RETURN(end, add_second_list(end));
+  if (policy_.mode == TuneMode::kLimited) CONVPLAN_RETURN_IF_ERROR(time_other_engines(begin, end));
   CONVPLAN_ASSIGN_OR_RETURN(Entry * chosen, validate_in_order_of_speed(begin, end));
   bool deferred = false;
   for (size_t i = begin; i < end; ++i) deferred = deferred || !entries_[i].deferred.empty();
@@ -1505,6 +1547,30 @@ StatusOr<size_t> TuneRun::add_second_list(size_t end) {
   }
   CONVPLAN_RETURN_IF_ERROR(time_range(end, entries_.size(), false));
   return entries_.size();
+}
+
+Status TuneRun::time_other_engines(size_t begin, size_t end) {
+  std::vector<Entry*> others;
+  double own_best = -1;  // the best median of the problem's own (not rewritten) candidates
+  for (size_t i = begin; i < end; ++i) {
+    Entry& e = entries_[i];
+    if (e.other_engine && !e.evaluated) others.push_back(&e);
+    if (!e.candidate.config.rewrite.empty() || !e.timed || e.dropped) continue;
+    if (own_best < 0 || e.result.median_ms < own_best) own_best = e.result.median_ms;
+  }
+  if (others.empty()) return ok_status();
+  if (best_median_ >= 0 && (own_best < 0 || own_best > kSecondListRewriteFactor * best_median_)) {
+    if (policy_.verbose >= 2) {
+      say(std::to_string(others.size()) + " other engines not timed: the problem's own best (" +
+          (own_best < 0 ? std::string("none") : format_ms(own_best) + " ms") + ") is not within " +
+          format_g(kSecondListRewriteFactor) + "x of the best, " + format_ms(best_median_) +
+          " ms (limited mode)");
+    }
+    return ok_status();
+  }
+  for (Entry* e : others) e->deferred.clear();
+  CONVPLAN_RETURN_IF_ERROR(screen_where(begin, end, false, false));  // precompiled, as they are
+  return finish_timing(begin, end);
 }
 
 std::vector<std::string> TuneRun::rewrites_near_best() const {

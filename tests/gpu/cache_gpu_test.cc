@@ -1,9 +1,10 @@
 // PlanCache on real cuDNN: eight threads, each with its own stream and handle, over twenty small
 // problems of mixed kinds in random interleaving (each key tuned once, cloned for every other
 // handle, every result checked against the float64 reference); PlanCache::execute hits inside
-// CUDA stream capture, replayed from the graph; and the destruction orders (cache before or after
-// the handles, a PlanRef outliving its cache, a cache still full at process exit). Every test
-// skips, naming the reason, where there is no GPU.
+// CUDA stream capture, replayed from the graph; MobileNetV2 prepared on four threads with the
+// kernel cache; and the destruction orders (cache before or after the handles, a PlanRef outliving
+// its cache, a cache still full at process exit). Every test skips, naming the reason, where there
+// is no GPU.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -278,6 +279,71 @@ TEST(PlanCacheGpu, EightThreadsEachTuneEveryKeyOnceAndCloneForEachOtherHandle) {
   EXPECT_EQ(s.failures, 0u);
   EXPECT_EQ(s.records, problems.size());
   EXPECT_EQ(s.plans, 0u) << "every handle was forgotten";
+}
+
+// MobileNetV2's 30 distinct forward convolutions (suites/mobilenet_v2.txt), bf16 NHWC, batch 32.
+std::vector<ConvProblem> mobilenet_v2_forward_b32() {
+  static constexpr const char* kShapes[] = {"ic3ih224iw224oc32oh112ow112kh3kw3sh2sw2ph1pw1",
+                                            "g32ic32ih112iw112oc32oh112ow112kh3kw3ph1pw1",
+                                            "ic32ih112iw112oc16oh112ow112kh1kw1",
+                                            "ic16ih112iw112oc96oh112ow112kh1kw1",
+                                            "g96ic96ih112iw112oc96oh56ow56kh3kw3sh2sw2ph1pw1",
+                                            "ic96ih56iw56oc24oh56ow56kh1kw1",
+                                            "ic24ih56iw56oc144oh56ow56kh1kw1",
+                                            "g144ic144ih56iw56oc144oh56ow56kh3kw3ph1pw1",
+                                            "ic144ih56iw56oc24oh56ow56kh1kw1",
+                                            "g144ic144ih56iw56oc144oh28ow28kh3kw3sh2sw2ph1pw1",
+                                            "ic144ih28iw28oc32oh28ow28kh1kw1",
+                                            "ic32ih28iw28oc192oh28ow28kh1kw1",
+                                            "g192ic192ih28iw28oc192oh28ow28kh3kw3ph1pw1",
+                                            "ic192ih28iw28oc32oh28ow28kh1kw1",
+                                            "g192ic192ih28iw28oc192oh14ow14kh3kw3sh2sw2ph1pw1",
+                                            "ic192ih14iw14oc64oh14ow14kh1kw1",
+                                            "ic64ih14iw14oc384oh14ow14kh1kw1",
+                                            "g384ic384ih14iw14oc384oh14ow14kh3kw3ph1pw1",
+                                            "ic384ih14iw14oc64oh14ow14kh1kw1",
+                                            "ic384ih14iw14oc96oh14ow14kh1kw1",
+                                            "ic96ih14iw14oc576oh14ow14kh1kw1",
+                                            "g576ic576ih14iw14oc576oh14ow14kh3kw3ph1pw1",
+                                            "ic576ih14iw14oc96oh14ow14kh1kw1",
+                                            "g576ic576ih14iw14oc576oh7ow7kh3kw3sh2sw2ph1pw1",
+                                            "ic576ih7iw7oc160oh7ow7kh1kw1",
+                                            "ic160ih7iw7oc960oh7ow7kh1kw1",
+                                            "g960ic960ih7iw7oc960oh7ow7kh3kw3ph1pw1",
+                                            "ic960ih7iw7oc160oh7ow7kh1kw1",
+                                            "ic960ih7iw7oc320oh7ow7kh1kw1",
+                                            "ic320ih7iw7oc1280oh7ow7kh1kw1"};
+  std::vector<ConvProblem> v;
+  for (const char* shape : kShapes) {
+    StatusOr<ConvProblem> p = parse_problem(std::string("dt:bf16,layout:nhwc/mb32") + shape);
+    EXPECT_TRUE(p.ok()) << shape << ": " << p.status().to_string();
+    if (p.ok()) v.push_back(*p);
+  }
+  return v;
+}
+
+// Regression (2026-12-06): `convplan --db off bench --suite mobilenet_v2 --batch 32
+// --prepare-threads 4` aborted in free() under cuDNN's finalization of runtime-compiled plans with
+// a kernel cache, in 3 of 3 runs on an H200 and 3 of 3 on an H100, until those finalizations were
+// made one at a time (kernel_cache_finalize_mutex). The same convolutions, prepared on four threads
+// with the kernel cache on, must all get a plan, and a few then run right from the cache.
+TEST(PlanCacheGpu, PrepareOnFourThreadsWithTheKernelCacheTunesMobileNetV2) {
+  CONVPLAN_REQUIRE_GPU();
+  CudnnBackendOptions options;
+  options.kernel_cache = true;
+  std::shared_ptr<Backend> backend = make_cudnn_backend(options);
+  std::unique_ptr<PlanCache> cache = make_cache(backend);
+  ASSERT_NE(cache, nullptr);
+  const std::vector<ConvProblem> problems = mobilenet_v2_forward_b32();
+  ASSERT_EQ(problems.size(), 30u);
+  const Status s = cache->prepare(0, problems, 4);
+  ASSERT_TRUE(s.ok()) << s.to_string();
+  EXPECT_EQ(cache->stats().tunes, problems.size());
+  ASSIGN_CONTEXT_OR_FAIL(ctx);
+  for (size_t i : {size_t{1}, size_t{21}, size_t{25}}) {  // depthwise, depthwise, pointwise
+    EXPECT_TRUE(execute_and_check(*cache, *backend, ctx, problems[i], static_cast<uint32_t>(i)));
+  }
+  cache->forget_handle(ctx.handle());
 }
 
 TEST(PlanCacheGpu, HitsCapturedInACudaGraphReplayWithReferenceResults) {

@@ -70,6 +70,12 @@ class ScriptedBackend::Allocator final : public DeviceAllocator {
   ScriptedBackend& owner_;
 };
 
+namespace {
+EngineBehavior behavior_of(const ScriptedEngine& engine, const EngineConfig& config) {
+  return engine.behavior_for ? engine.behavior_for(config) : engine.behavior;
+}
+}  // namespace
+
 class ScriptedBackend::ScriptedPlan final : public Plan {
  public:
   ScriptedPlan(ScriptedBackend& owner, cudnnHandle_t handle, const ConvProblem& problem,
@@ -125,7 +131,7 @@ class ScriptedBackend::ScriptedPlan final : public Plan {
  private:
   // What a launch reports at once; the computation itself runs now, or later with a lag.
   Status launch(const TensorPointers& t, void* workspace, bool timed) {
-    if (engine_.behavior == EngineBehavior::kFailsToExecute) {
+    if (behavior_of(engine_, config_) == EngineBehavior::kFailsToExecute) {
       return {StatusCode::kCudnnError,
               "scripted engine " + std::to_string(engine_.id) + " fails to execute"};
     }
@@ -133,8 +139,9 @@ class ScriptedBackend::ScriptedPlan final : public Plan {
       return invalid_argument("scripted engine needs a workspace and got none");
     }
     const bool unfused = config_.unfused;
+    const EngineBehavior behavior = behavior_of(engine_, config_);
     if (!owner_.completion_lag_.load()) {
-      return run(owner_, problem_, engine_, unfused, t, workspace, timed);
+      return run(owner_, problem_, engine_, behavior, unfused, t, workspace, timed);
     }
     // The work outlives this plan (as a launched kernel outlives cudnnDestroy of its plan): it
     // holds copies, not the plan.
@@ -142,9 +149,10 @@ class ScriptedBackend::ScriptedPlan final : public Plan {
     const ConvProblem problem = problem_;
     const ScriptedEngine* engine = &engine_;
     owner_.enqueue(handle_, {t.x, t.w, t.y, workspace},
-                   [owner, problem, engine, unfused, t, workspace, timed] {
+                   [owner, problem, engine, behavior, unfused, t, workspace, timed] {
                      ++owner->lagged_runs;
-                     const Status s = run(*owner, problem, *engine, unfused, t, workspace, timed);
+                     const Status s =
+                         run(*owner, problem, *engine, behavior, unfused, t, workspace, timed);
                      if (!s.ok()) ADD_FAILURE() << "lagged scripted run failed: " << s.to_string();
                    });
     return ok_status();
@@ -152,8 +160,8 @@ class ScriptedBackend::ScriptedPlan final : public Plan {
 
   // unfused: the plain convolution, then the epilogue's host twin (an unfused candidate).
   static Status run(ScriptedBackend& owner, const ConvProblem& problem,
-                    const ScriptedEngine& engine, bool unfused, const TensorPointers& t,
-                    void* workspace, bool timed) {
+                    const ScriptedEngine& engine, EngineBehavior behavior, bool unfused,
+                    const TensorPointers& t, void* workspace, bool timed) {
     const TensorShape xs = problem.x_shape(), ws = problem.w_shape(), ys = problem.y_shape();
     const DataType dt = problem.data_type;
     auto load = [&](void* p, const TensorShape& s) {
@@ -181,7 +189,7 @@ class ScriptedBackend::ScriptedPlan final : public Plan {
     std::vector<double>& ov = by_role(out, x, w, y);
     void* op = by_role(out, t.x, t.w, t.y);
     const TensorShape& os = by_role(out, xs, ws, ys);
-    if (engine.behavior == EngineBehavior::kWrongResult) {
+    if (behavior == EngineBehavior::kWrongResult) {
       for (double& v : ov) v *= 1.5;
     }
     to_data_type(dt, ov.data(), op, os.span_elements());
@@ -189,12 +197,12 @@ class ScriptedBackend::ScriptedPlan final : public Plan {
       CONVPLAN_RETURN_IF_ERROR(
           epilogue_detail::run_epilogue_on_host(problem, op, t.bias, t.residual));
     }
-    if (engine.behavior == EngineBehavior::kWritesPastOutput) {
+    if (behavior == EngineBehavior::kWritesPastOutput) {
       std::memset(static_cast<char*>(op) + span_bytes(problem, os), 0x5a, 64);
     }
     if (engine.workspace_bytes > 0) {
       std::memset(workspace, 0x33, static_cast<size_t>(engine.workspace_bytes));
-      if (engine.behavior == EngineBehavior::kWritesPastWorkspace) {
+      if (behavior == EngineBehavior::kWritesPastWorkspace) {
         std::memset(static_cast<char*>(workspace) + engine.workspace_bytes, 0x5a, 64);
       }
     }
@@ -284,18 +292,25 @@ StatusOr<std::vector<Candidate>> ScriptedBackend::list(const ConvProblem& p, Can
                                                                : e.in_heuristics;
     if (!listed) continue;
     if (heuristic && e.only_in_heuristic_b && source != CandidateSource::kHeuristicB) continue;
-    Candidate c;
-    c.config.engine_id = e.id;
-    for (const KnobInfo& k : e.knobs) c.config.knobs.push_back({k.type, k.default_value});
-    c.notes = e.notes;
-    c.rank = static_cast<int>(out.size());
-    out.push_back(std::move(c));
-    if (!p.post_ops.empty()) {  // both kinds, as the cuDNN backend offers them
-      Candidate unfused = out.back();
-      unfused.config.unfused = true;
-      if (e.unfused_notes) unfused.notes = *e.unfused_notes;
-      unfused.rank = static_cast<int>(out.size());
-      out.push_back(std::move(unfused));
+    std::vector<std::vector<KnobChoice>> configs = e.listed_configs;
+    if (!heuristic || configs.empty()) {
+      configs = {{}};
+      for (const KnobInfo& k : e.knobs) configs[0].push_back({k.type, k.default_value});
+    }
+    for (std::vector<KnobChoice>& knobs : configs) {
+      Candidate c;
+      c.config.engine_id = e.id;
+      c.config.knobs = std::move(knobs);
+      c.notes = e.notes;
+      c.rank = static_cast<int>(out.size());
+      out.push_back(std::move(c));
+      if (!p.post_ops.empty()) {  // both kinds, as the cuDNN backend offers them
+        Candidate unfused = out.back();
+        unfused.config.unfused = true;
+        if (e.unfused_notes) unfused.notes = *e.unfused_notes;
+        unfused.rank = static_cast<int>(out.size());
+        out.push_back(std::move(unfused));
+      }
     }
   }
   if (source == CandidateSource::kFallback) return out;  // as with_rewrites(): nothing clever
@@ -335,7 +350,7 @@ StatusOr<std::unique_ptr<Plan>> ScriptedBackend::build(cudnnHandle_t handle, con
     if (!known)
       return not_supported("knob " + std::to_string(k.type) + "=" + std::to_string(k.value));
   }
-  if (e->behavior == EngineBehavior::kFailsToBuild) {
+  if (behavior_of(*e, config) == EngineBehavior::kFailsToBuild) {
     return not_supported("scripted engine " + std::to_string(e->id) + " fails to build");
   }
   int fail = builds_to_fail_.load();

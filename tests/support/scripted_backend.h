@@ -59,6 +59,11 @@ struct ScriptedEngine {
   std::optional<NoteSet> unfused_notes;
   // Time per run for a given knob choice, when it depends on knobs; else time_ms.
   std::function<float(const EngineConfig&)> time_for;
+  // The behaviour of a given knob choice, when it depends on knobs; else behavior.
+  std::function<EngineBehavior(const EngineConfig&)> behavior_for;
+  // The configurations the heuristic modes list, in order, each as its knob choices (the knobs
+  // must be offered in `knobs`); empty: one, with the default knobs.
+  std::vector<std::vector<KnobChoice>> listed_configs;
   // Which problems it supports; null: all.
   std::function<bool(const ConvProblem&)> supports;
 };
