@@ -152,9 +152,10 @@ class CONVPLAN_EXPORT Backend {
                                                       const ConvProblem& problem,
                                                       CandidateSource source) = 0;
   // candidates(), where only the problem's rewrites (convplan/rewrite.h) named in `rewrites` add
-  // theirs. Limited mode asks heuristics B this way for the rewrites that came close in mode A: a
-  // mode-B query took ~25 ms per rewritten stem problem on the H200. Default: candidates(), for a
-  // backend that does not rewrite.
+  // theirs, and the problem its own only when `rewrites` names it as "" (as errata rules do).
+  // Limited mode asks heuristics B this way for the problem and the rewrites that came close in
+  // mode A: a mode-B query took ~25 ms per rewritten stem problem on the H200. Default: for a
+  // backend that does not rewrite, candidates() when `rewrites` holds "", else none.
   virtual StatusOr<std::vector<Candidate>> candidates_for_rewrites(
       cudnnHandle_t handle, const ConvProblem& problem, CandidateSource source,
       const std::vector<std::string>& rewrites);

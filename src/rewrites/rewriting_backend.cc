@@ -171,8 +171,8 @@ class RewritingBackend final : public Backend {
   }
 
  private:
-  // The problem's candidates, then those of each rewrite that applies (of those in `only`, when
-  // given).
+  // The problem's candidates, then those of each rewrite that applies; when `only` is given, of
+  // those it names ("" for the problem itself).
   StatusOr<std::vector<Candidate>> gather(cudnnHandle_t handle, const ConvProblem& problem,
                                           CandidateSource source,
                                           const std::vector<std::string>* only);
@@ -185,12 +185,17 @@ StatusOr<std::vector<Candidate>> RewritingBackend::gather(cudnnHandle_t handle,
                                                           const ConvProblem& problem,
                                                           CandidateSource source,
                                                           const std::vector<std::string>* only) {
-  CONVPLAN_ASSIGN_OR_RETURN(std::vector<Candidate> out,
-                            inner_->candidates(handle, problem, source));
+  auto named = [only](const std::string& name) {
+    return only == nullptr || std::find(only->begin(), only->end(), name) != only->end();
+  };
+  std::vector<Candidate> out;
+  if (named("")) {
+    CONVPLAN_ASSIGN_OR_RETURN(out, inner_->candidates(handle, problem, source));
+  }
   // The fallback is asked for when nothing else worked: the problem itself, nothing clever.
   if (!enabled_ || source == CandidateSource::kFallback) return out;
   for (const Rewrite& r : applicable_rewrites(problem)) {
-    if (only != nullptr && std::find(only->begin(), only->end(), r.name()) == only->end()) continue;
+    if (!named(r.name())) continue;
     StatusOr<std::vector<Candidate>> inner = inner_->candidates(handle, r.rewritten, source);
     if (!inner.ok()) continue;  // the rewritten problem is not supported: no candidates from it
     for (size_t i = 0; i < inner->size() && i < kCandidatesPerRewrite; ++i) {

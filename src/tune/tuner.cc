@@ -124,10 +124,11 @@ constexpr size_t kMaxRuntimeCompiledLimited = 8;
 // the stems, where a rewrite wins by 3-6x, the plain problem's other engines are not worth a run.
 constexpr int kLimitedPerSource = 8;
 // Limited mode asks heuristics B about the rewrites (convplan/rewrite.h) whose best candidate of
-// A's came within this factor of the best median, besides the problem itself: a B query took ~25
-// ms per rewritten problem on the H200, 120-207 ms per stem with all of a stem's five rewrites
-// asked, more than the stems' tuning could afford (issue 21: a convolution under 0.1 ms, the
-// AlexNet stem, tuned in at most 0.2 s).
+// A's came within this factor of the best median, and about the problem itself only when its own
+// best did: a B query took ~25 ms per rewritten problem on the H200, 120-207 ms per stem with all
+// of a stem's five rewrites asked, more than the stems' tuning could afford (issue 21: a
+// convolution under 0.1 ms, the AlexNet stem, tuned in at most 0.2 s). On the 3-D stem the plain
+// problem's B candidate then took 26 ms to time, at 13 ms a run against uc32's 0.875.
 constexpr double kSecondListRewriteFactor = 1.25;
 // The compile pool's default size (TunePolicy::compile_threads = 0), at most the hardware's.
 constexpr int kDefaultCompileThreads = 4;
@@ -442,7 +443,8 @@ class TuneRun {
   // those in `rewrites` when given.
   StatusOr<std::vector<Candidate>> ask(CandidateSource source,
                                        const std::vector<std::string>* rewrites = nullptr);
-  // The rewrites whose best timed candidate is within kSecondListRewriteFactor of the best median.
+  // The rewrites whose best timed candidate is within kSecondListRewriteFactor of the best median,
+  // and "" when the problem's own best is.
   std::vector<std::string> rewrites_near_best() const;
   void add_candidates(const std::vector<Candidate>& list, CandidateSource source);
   // The chosen candidate of entries_[begin, end), or null when none is left. Heuristic mode:
@@ -1519,8 +1521,9 @@ StatusOr<Entry*> TuneRun::choose_from(size_t begin, size_t end, bool budgeted) {
 // them takes at least kRuntimeCompileMinMs (or none was timed): on the stems a B query took ~25
 // ms per rewritten problem (cuDNN answers them one at a time), more than B's candidates could
 // save a convolution that short (issue 21: under 0.1 ms, at most 0.2 s of tuning). B is asked
-// for the problem and the rewrites near the best (kSecondListRewriteFactor; all of them when
-// none of A's was timed). B's candidates are timed like A's; `end` becomes the end of the entries.
+// for the problem and the rewrites whose best came near the best (kSecondListRewriteFactor; all
+// of them when none of A's was timed). B's candidates are timed like A's; `end` becomes the end of
+// the entries.
 StatusOr<size_t> TuneRun::add_second_list(size_t end) {
   if (!second_list_pending_) return end;
   second_list_pending_ = false;
@@ -1537,9 +1540,11 @@ StatusOr<size_t> TuneRun::add_second_list(size_t end) {
     const bool any_timed = best_median_ >= 0;
     if (policy_.verbose >= 2 && any_timed) {
       std::string names;
-      for (const std::string& r : rewrites) names += (names.empty() ? "" : ", ") + r;
-      say("heuristics B asked for the problem and the rewrites near the best: " +
-          (names.empty() ? std::string("none") : names));
+      for (const std::string& r : rewrites) {
+        names += (names.empty() ? "" : ", ") + (r.empty() ? std::string("the problem") : r);
+      }
+      say("heuristics B asked for what came near the best: " +
+          (names.empty() ? std::string("nothing") : names));
     }
     CONVPLAN_ASSIGN_OR_RETURN(std::vector<Candidate> b,
                               ask(CandidateSource::kHeuristicB, any_timed ? &rewrites : nullptr));
@@ -1574,10 +1579,10 @@ Status TuneRun::time_other_engines(size_t begin, size_t end) {
 }
 
 std::vector<std::string> TuneRun::rewrites_near_best() const {
-  std::map<std::string, double> best;  // per rewrite, its best timed median
+  std::map<std::string, double> best;  // per rewrite ("" the problem itself), its best median
   for (const Entry& e : entries_) {
     const std::string& r = e.candidate.config.rewrite;
-    if (r.empty() || !e.timed || e.dropped) continue;
+    if (!e.timed || e.dropped) continue;
     auto [it, added] = best.emplace(r, e.result.median_ms);
     if (!added) it->second = std::min(it->second, e.result.median_ms);
   }

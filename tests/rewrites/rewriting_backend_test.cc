@@ -52,13 +52,21 @@ TEST(RewritingBackend, AddsTheInnerCandidatesOfEachRewriteTaggedAfterThePlainOne
 
 TEST(RewritingBackend, CandidatesForRewritesAddOnlyTheNamedRewrites) {
   auto backend = with_rewrites(scripted());
-  auto c = backend->candidates_for_rewrites(scripted_handle(0), stem(),
-                                            CandidateSource::kHeuristicB, {"uc32", "nonesuch"});
-  ASSERT_TRUE(c.ok()) << c.status().to_string();
-  std::vector<std::string> texts;
-  for (const Candidate& x : *c) texts.push_back(x.config.to_string());
-  EXPECT_EQ(texts, (std::vector<std::string>{"eng10", "eng11", "eng12", "eng13", "uc32+eng10",
-                                             "uc32+eng11", "uc32+eng12"}));
+  auto texts = [&](const std::vector<std::string>& names) {
+    auto c = backend->candidates_for_rewrites(scripted_handle(0), stem(),
+                                              CandidateSource::kHeuristicB, names);
+    EXPECT_TRUE(c.ok()) << c.status().to_string();
+    std::vector<std::string> out;
+    for (const Candidate& x : c.ok() ? *c : std::vector<Candidate>{}) {
+      out.push_back(x.config.to_string());
+    }
+    return out;
+  };
+  const std::vector<std::string> uc32{"uc32+eng10", "uc32+eng11", "uc32+eng12"};
+  EXPECT_EQ(texts({"uc32", "nonesuch"}), uc32) << "the problem itself only when named \"\"";
+  std::vector<std::string> with_problem{"eng10", "eng11", "eng12", "eng13"};
+  with_problem.insert(with_problem.end(), uc32.begin(), uc32.end());
+  EXPECT_EQ(texts({"", "uc32"}), with_problem);
 }
 
 TEST(RewritingBackend, BuildsARewrittenPlanWithScratchAfterTheInnerWorkspace) {

@@ -314,11 +314,16 @@ StatusOr<std::vector<Candidate>> ScriptedBackend::list(const ConvProblem& p, Can
     }
   }
   if (source == CandidateSource::kFallback) return out;  // as with_rewrites(): nothing clever
-  const size_t plain = out.size();
+  auto named = [only](const std::string& name) {
+    return only == nullptr || std::find(only->begin(), only->end(), name) != only->end();
+  };
+  const std::vector<Candidate> plain = std::move(out);
+  out.clear();
+  if (named("")) out = plain;  // "" names the problem itself
   for (const std::string& name : rewrites_) {
-    if (only != nullptr && std::find(only->begin(), only->end(), name) == only->end()) continue;
-    for (size_t i = 0; i < plain; ++i) {
-      Candidate c = out[i];
+    if (!named(name)) continue;
+    for (const Candidate& p : plain) {
+      Candidate c = p;
       c.config.rewrite = name;
       c.rank = static_cast<int>(out.size());
       out.push_back(std::move(c));

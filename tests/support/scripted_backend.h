@@ -149,7 +149,8 @@ class ScriptedBackend final : public Backend {
   const ScriptedEngine* engine(int64_t id) const;
 
  private:
-  // The candidates of `source`, then those of the scripted rewrites (of those in `only`, if given).
+  // The candidates of `source`, then those of the scripted rewrites; of those `only` names ("" for
+  // the problem itself), if given.
   StatusOr<std::vector<Candidate>> list(const ConvProblem& problem, CandidateSource source,
                                         const std::vector<std::string>* only);
 

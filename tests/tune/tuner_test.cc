@@ -435,6 +435,26 @@ TEST_F(TunerTest, CandidatesPastTheLimitedListsGetTheirTurnWhenNoneOfTheFirstPas
   EXPECT_EQ(config_outcome(r, "eng30:k0=8"), "ok");
 }
 
+// ... and about the problem itself only when its own best came near too (the 3-D stem: its plain
+// B candidate took 26 ms to time, 13 ms a run against the uc32 rewrite's 0.875).
+TEST_F(TunerTest, LimitedModeAsksHeuristicsBAboutTheProblemOnlyWhenItsOwnBestIsNear) {
+  std::vector<ScriptedEngine> e(2);
+  auto by_rewrite = [](const EngineConfig& c) { return c.rewrite == "near" ? 0.5f : 2.0f; };
+  e[0].id = 10;
+  e[0].time_for = by_rewrite;
+  e[1].id = 20;  // heuristics B's own
+  e[1].only_in_heuristic_b = true;
+  e[1].time_for = by_rewrite;
+  use_engines(e);
+  backend_->set_rewrites({"near"});
+  const TuningRecord r = tune_ok(small_problem());
+  std::set<std::string> of_b;
+  for (const CandidateResult& c : r.candidates) {
+    if (c.config.engine_id == 20) of_b.insert(c.config.to_string());
+  }
+  EXPECT_EQ(of_b, (std::set<std::string>{"near+eng20"}));
+}
+
 // Limited mode asks heuristics B after timing A's candidates, and only when A's best takes at
 // least 0.1 ms: a B query cost ~25 ms per rewritten stem problem on the H200 (issue 21).
 TEST_F(TunerTest, LimitedModeAsksHeuristicsBOnlyWhenTheBestOfATakesAtLeastATenthOfAMillisecond) {
