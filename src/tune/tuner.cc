@@ -437,7 +437,7 @@ class TuneRun {
   // Heuristics B's candidates, timed, where limited mode left them for later; the new end.
   StatusOr<size_t> add_second_list(size_t end);
   // Limited mode: times the other engines (Entry::other_engine) of [begin, end) when the
-  // problem's own best is within kSecondListRewriteFactor of the best (or nothing was timed).
+  // problem's own best is near the best (rewrites_near_best), or nothing was timed.
   Status time_other_engines(size_t begin, size_t end);
   // The backend's candidates from `source` (timed, at verbose level 2); of the rewrites, only
   // those in `rewrites` when given.
@@ -1556,20 +1556,16 @@ StatusOr<size_t> TuneRun::add_second_list(size_t end) {
 
 Status TuneRun::time_other_engines(size_t begin, size_t end) {
   std::vector<Entry*> others;
-  double own_best = -1;  // the best median of the problem's own (not rewritten) candidates
   for (size_t i = begin; i < end; ++i) {
-    Entry& e = entries_[i];
-    if (e.other_engine && !e.evaluated) others.push_back(&e);
-    if (!e.candidate.config.rewrite.empty() || !e.timed || e.dropped) continue;
-    if (own_best < 0 || e.result.median_ms < own_best) own_best = e.result.median_ms;
+    if (entries_[i].other_engine && !entries_[i].evaluated) others.push_back(&entries_[i]);
   }
   if (others.empty()) return ok_status();
-  if (best_median_ >= 0 && (own_best < 0 || own_best > kSecondListRewriteFactor * best_median_)) {
+  const std::vector<std::string> near = rewrites_near_best();
+  if (best_median_ >= 0 && std::find(near.begin(), near.end(), "") == near.end()) {
     if (policy_.verbose >= 2) {
-      say(std::to_string(others.size()) + " other engines not timed: the problem's own best (" +
-          (own_best < 0 ? std::string("none") : format_ms(own_best) + " ms") + ") is not within " +
-          format_g(kSecondListRewriteFactor) + "x of the best, " + format_ms(best_median_) +
-          " ms (limited mode)");
+      say(std::to_string(others.size()) + " other engines not timed: the problem's own best is " +
+          "not within " + format_g(kSecondListRewriteFactor) + "x of the best, " +
+          format_ms(best_median_) + " ms (limited mode)");
     }
     return ok_status();
   }
