@@ -925,7 +925,7 @@ TEST_F(CudnnEngines, JsonCloneOnSecondHandleAgreesAndRunsOnThatHandlesStream) {
 TEST_F(CudnnEngines, KernelCachePlansMatchTheReferenceAndCloneThroughJson) {
   std::vector<ConvProblem> problems;
   for (const auto& [c, size, stride] : {std::tuple{32, 28, 1}, {96, 14, 2}, {144, 14, 1}}) {
-    problems.push_back(depthwise_3x3(Direction::kForward, 2, c, size, stride));
+    problems.push_back(depthwise_3x3(Direction::kForward, 4, c, size, stride));
   }
   for (const auto& [c, k, size] : {std::tuple{64, 64, 14}, {128, 96, 7}}) {
     problems.push_back(conv(Direction::kForward, 2, 4, c, k, 1, {size, size, 1}, {1, 1, 1},
