@@ -131,7 +131,8 @@ class ScriptedBackend::ScriptedPlan final : public Plan {
  private:
   // What a launch reports at once; the computation itself runs now, or later with a lag.
   Status launch(const TensorPointers& t, void* workspace, bool timed) {
-    if (behavior_of(engine_, config_) == EngineBehavior::kFailsToExecute) {
+    const EngineBehavior behavior = behavior_of(engine_, config_);
+    if (behavior == EngineBehavior::kFailsToExecute) {
       return {StatusCode::kCudnnError,
               "scripted engine " + std::to_string(engine_.id) + " fails to execute"};
     }
@@ -139,7 +140,6 @@ class ScriptedBackend::ScriptedPlan final : public Plan {
       return invalid_argument("scripted engine needs a workspace and got none");
     }
     const bool unfused = config_.unfused;
-    const EngineBehavior behavior = behavior_of(engine_, config_);
     if (!owner_.completion_lag_.load()) {
       return run(owner_, problem_, engine_, behavior, unfused, t, workspace, timed);
     }
