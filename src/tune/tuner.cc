@@ -134,11 +134,12 @@ constexpr double kSecondListRewriteFactor = 1.25;
 constexpr int kDefaultCompileThreads = 4;
 // A timed candidate stops once a run exceeds this multiple of the best median so far.
 constexpr double kCutoffFactor = 4.0;
-// Limited mode leaves out the rest of a list's plain (not rewritten) candidates once this many of
-// them in a row, the heuristics' first, were beyond the cutoff: on the 3-D stem, after the uc32
-// rewrite's 0.875 ms, all eight plain candidates took 4.6-14 ms (H200), and their runs, 190 of
-// the stem's 380 ms of timing, could not win (issue 21: the stems' tuning at 1.76x PyTorch's).
-constexpr int kFarPlainInARow = 2;
+// Limited mode times the first candidate of each group (the problem's own list, and each
+// rewrite's) before the rest of any, and the rest of a group only where its best so far came
+// within this factor of the best: on the 3-D stem, after the uc32 rewrite's 0.875 ms, all eight
+// plain candidates took 4.6-14 ms (H200), and their runs, 190 of the stem's 380 ms of timing,
+// could not win (issue 21: the stems' tuning at 1.76x PyTorch's first calls).
+constexpr double kFarGroupFactor = 2.0;
 // Candidates within this fraction of the fastest median count as tied; the best rank wins.
 constexpr double kTieFraction = 0.02;
 // Early stopping of timing. Every candidate gets kFirstTimedRuns runs (or the policy's, if
@@ -446,6 +447,8 @@ class TuneRun {
   // The rewrites whose best timed candidate is within kSecondListRewriteFactor of the best median,
   // and "" when the problem's own best is.
   std::vector<std::string> rewrites_near_best() const;
+  // The best median of each rewrite's timed candidates ("" the problem's own).
+  std::map<std::string, double> best_per_rewrite() const;
   void add_candidates(const std::vector<Candidate>& list, CandidateSource source);
   // The chosen candidate of entries_[begin, end), or null when none is left. Heuristic mode:
   // the first in rank order that passes validation. Timed modes: every candidate is timed
@@ -471,9 +474,12 @@ class TuneRun {
   // on `best_before`, the combinations in todo[next..] are not compiled.
   void stop_knob_variants(const std::vector<Entry*>& todo, size_t next,
                           const std::vector<Entry*>& wave, double best_before);
-  // Limited mode: marks the plain precompiled candidates of [begin, end) not yet screened as not
-  // tried, after kFarPlainInARow of them were beyond the cutoff.
-  void defer_plain_rest(size_t begin, size_t end);
+  // One pass of screen_where over the precompiled candidates of [begin, end), rewritten ones
+  // first; with `heads_only`, only the first of each group (rewrite) that has none timed yet.
+  Status screen_pass(size_t begin, size_t end, bool budgeted, bool heads_only);
+  // Limited mode: marks the candidates of [begin, end) not yet evaluated whose group's best is
+  // beyond kFarGroupFactor times the best as not tried.
+  void defer_far_groups(size_t begin, size_t end);
   // Marks the candidates of [begin, end) not yet evaluated (of one kind, or any) as not tried.
   void defer_rest(size_t begin, size_t end, const std::string& why, int runtime_compiled);
   // Builds the plans of `wave` at once on the compile pool (Entry::prebuilt).
@@ -1104,16 +1110,25 @@ Status TuneRun::screen(Entry& e) {
 
 Status TuneRun::screen_where(size_t begin, size_t end, bool budgeted, bool runtime_compiled) {
   if (runtime_compiled) return screen_runtime_compiled(begin, end, budgeted);
+  if (policy_.mode == TuneMode::kLimited && !last_resort_) {
+    CONVPLAN_RETURN_IF_ERROR(screen_pass(begin, end, budgeted, true));
+    defer_far_groups(begin, end);
+  }
+  return screen_pass(begin, end, budgeted, false);
+}
+
+Status TuneRun::screen_pass(size_t begin, size_t end, bool budgeted, bool heads_only) {
   // Rewritten candidates first: rewrites apply where cuDNN is weak (few channels), so they are
   // usually the fastest, and the plain ones after them stop at the cutoff after one run. On the
   // ResNet-50 stem the plain ones take 1.7-4 ms a run against the rewrites' 0.4-1 ms (issue 17:
   // what rewrites add to tuning). Ranks, and so ties, do not change.
   for (const bool rewritten : {true, false}) {
-    int far_in_a_row = 0;  // plain candidates beyond the cutoff, from the first on
     for (size_t i = begin; i < end; ++i) {
       Entry& e = entries_[i];
       if (e.evaluated || !e.deferred.empty() || is_runtime_compiled(e)) continue;
-      if (e.candidate.config.rewrite.empty() == rewritten) continue;
+      const std::string& group = e.candidate.config.rewrite;
+      if (group.empty() == rewritten) continue;
+      if (heads_only && best_per_rewrite().count(group) != 0) continue;
       if (defer_far_knob_variant(e)) continue;
       if (budgeted) {
         CONVPLAN_ASSIGN_OR_RETURN(bool stop, stop_for_budget(begin, end, e));
@@ -1123,30 +1138,27 @@ Status TuneRun::screen_where(size_t begin, size_t end, bool budgeted, bool runti
         }
       }
       CONVPLAN_RETURN_IF_ERROR(check_cancelled());
-      const double best_before = best_median_;
       const Clock::time_point t0 = Clock::now();
       CONVPLAN_RETURN_IF_ERROR(screen(e));
       report(e, "timed", ms_since(t0));
-      if (rewritten || policy_.mode != TuneMode::kLimited || last_resort_ || far_in_a_row < 0) {
-        continue;
-      }
-      const bool far =
-          e.timed && best_before > 0 && e.result.median_ms > kCutoffFactor * best_before;
-      far_in_a_row = far ? far_in_a_row + 1 : -1;  // -1: one came close, the rest are timed
-      if (far_in_a_row == kFarPlainInARow) defer_plain_rest(i + 1, end);
     }
   }
   return ok_status();
 }
 
-void TuneRun::defer_plain_rest(size_t begin, size_t end) {
-  const std::string why = "the problem's first " + std::to_string(kFarPlainInARow) +
-                          " candidates took over " + format_ms(kCutoffFactor) +
-                          "x the best (limited mode)";
+void TuneRun::defer_far_groups(size_t begin, size_t end) {
+  if (best_median_ <= 0) return;
+  const std::map<std::string, double> bests = best_per_rewrite();
   for (size_t i = begin; i < end; ++i) {
     Entry& e = entries_[i];
-    if (e.evaluated || !e.deferred.empty() || is_runtime_compiled(e)) continue;
-    if (e.candidate.config.rewrite.empty()) e.deferred = why;
+    if (e.evaluated || !e.deferred.empty()) continue;
+    const std::string& group = e.candidate.config.rewrite;
+    auto it = bests.find(group);
+    if (it == bests.end() || it->second <= kFarGroupFactor * best_median_) continue;
+    e.deferred = (group.empty() ? std::string("the problem's") : "rewrite " + group + "'s") +
+                 " first candidate took " + format_ms(it->second) + " ms, over " +
+                 format_ms(kFarGroupFactor) + "x the best, " + format_ms(best_median_) +
+                 " ms (limited mode)";
   }
 }
 
@@ -1574,16 +1586,19 @@ Status TuneRun::time_other_engines(size_t begin, size_t end) {
   return finish_timing(begin, end);
 }
 
-std::vector<std::string> TuneRun::rewrites_near_best() const {
+std::map<std::string, double> TuneRun::best_per_rewrite() const {
   std::map<std::string, double> best;  // per rewrite ("" the problem itself), its best median
   for (const Entry& e : entries_) {
-    const std::string& r = e.candidate.config.rewrite;
     if (!e.timed || e.dropped) continue;
-    auto [it, added] = best.emplace(r, e.result.median_ms);
+    auto [it, added] = best.emplace(e.candidate.config.rewrite, e.result.median_ms);
     if (!added) it->second = std::min(it->second, e.result.median_ms);
   }
+  return best;
+}
+
+std::vector<std::string> TuneRun::rewrites_near_best() const {
   std::vector<std::string> near;
-  for (const auto& [name, ms] : best) {
+  for (const auto& [name, ms] : best_per_rewrite()) {
     if (ms <= kSecondListRewriteFactor * best_median_) near.push_back(name);
   }
   return near;

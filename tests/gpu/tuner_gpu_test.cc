@@ -321,8 +321,12 @@ TEST_F(TunerGpuTest, ExhaustiveIsNotSlowerThanTheHeuristicChoice) {
 
 // Issue 21: limited mode's choice (runtime compilation in waves, capped, skipped near the roofline
 // and under 0.1 ms) is within kLimitedVsExhaustiveTolerance of the exhaustive choice's time on
-// ResNet-50 layers (bf16 NHWC, batch 32), runtime-compiled engines allowed in both modes. Both
-// choices are timed again here, interleaved, so drift hits both alike. About 1-2 min on an H200.
+// ResNet-50 layers (bf16 NHWC), runtime-compiled engines allowed in both modes. Both choices are
+// timed again here, interleaved, so drift hits both alike. Batch 256, the issue's: at batch 32
+// every layer takes under 0.1 ms, where the issue's cap on tuning (0.2 s) leaves out compilation
+// at run time (0.2-1.2 s a plan), and exhaustive mode's runtime-compiled engine 72 was 7-16%
+// faster on the 3x3 layers (0.0226 against 0.0251 ms on layer3_3x3, H200): the two demands
+// conflict there, and limited mode keeps the cap.
 constexpr double kLimitedVsExhaustiveTolerance = 0.03;  // the issue's 3%
 constexpr double kTimingNoiseMs = 0.002;                // event timing resolution on short kernels
 constexpr double kExhaustiveBudgetMs = 20000;
@@ -332,10 +336,10 @@ TEST_F(TunerGpuTest, LimitedVsExhaustive) {
   const DataType bf16 = DataType::kBFloat16;
   const Layout nhwc = Layout::kChannelsLast;
   const std::vector<Layer> resnet = {
-      {"layer1_3x3", resnet_conv(D::kForward, 64, 64, 56, 3, 1, bf16, nhwc, 32)},
-      {"layer2_1x1_reduce", resnet_conv(D::kForward, 512, 128, 28, 1, 1, bf16, nhwc, 32)},
-      {"layer3_3x3", resnet_conv(D::kForward, 256, 256, 14, 3, 1, bf16, nhwc, 32)},
-      {"layer4_1x1_expand", resnet_conv(D::kForward, 512, 2048, 7, 1, 1, bf16, nhwc, 32)},
+      {"layer1_3x3", resnet_conv(D::kForward, 64, 64, 56, 3, 1, bf16, nhwc, 256)},
+      {"layer2_1x1_reduce", resnet_conv(D::kForward, 512, 128, 28, 1, 1, bf16, nhwc, 256)},
+      {"layer3_3x3", resnet_conv(D::kForward, 256, 256, 14, 3, 1, bf16, nhwc, 256)},
+      {"layer4_1x1_expand", resnet_conv(D::kForward, 512, 2048, 7, 1, 1, bf16, nhwc, 256)},
   };
   for (const Layer& layer : resnet) {
     SCOPED_TRACE(layer.label);
