@@ -134,11 +134,12 @@ constexpr double kSecondListRewriteFactor = 1.25;
 constexpr int kDefaultCompileThreads = 4;
 // A timed candidate stops once a run exceeds this multiple of the best median so far.
 constexpr double kCutoffFactor = 4.0;
-// Limited mode times the first candidate of each group (the problem's own list, and each
-// rewrite's) before the rest of any, and the rest of a group only where its best so far came
-// within this factor of the best: on the 3-D stem, after the uc32 rewrite's 0.875 ms, all eight
-// plain candidates took 4.6-14 ms (H200), and their runs, 190 of the stem's 380 ms of timing,
-// could not win (issue 21: the stems' tuning at 1.76x PyTorch's first calls).
+// Limited mode times the first candidate of each rewrite before the rest of any, then the rest
+// of a rewrite only where its best so far came within this factor of the best; the same for the
+// problem's own list after the rewrites. On the stems, the choices stayed the same with 17-21
+// candidates timed instead of 23-35, 39-205 ms a stem's tune instead of 67-274 (H200, serial):
+// the plain candidates of the 3-D stem had taken 4.6-14 ms against the uc32 rewrite's 0.875, 190
+// of its 380 ms of timing (issue 21: the stems' tuning at 1.76x PyTorch's first calls).
 constexpr double kFarGroupFactor = 2.0;
 // Candidates within this fraction of the fastest median count as tied; the best rank wins.
 constexpr double kTieFraction = 0.02;
@@ -474,9 +475,9 @@ class TuneRun {
   // on `best_before`, the combinations in todo[next..] are not compiled.
   void stop_knob_variants(const std::vector<Entry*>& todo, size_t next,
                           const std::vector<Entry*>& wave, double best_before);
-  // One pass of screen_where over the precompiled candidates of [begin, end), rewritten ones
-  // first; with `heads_only`, only the first of each group (rewrite) that has none timed yet.
-  Status screen_pass(size_t begin, size_t end, bool budgeted, bool heads_only);
+  // One pass of screen_where over the precompiled candidates of [begin, end) that are (or are
+  // not) rewritten; with `heads_only`, only the first of each group (rewrite) with none timed.
+  Status screen_pass(size_t begin, size_t end, bool budgeted, bool rewritten, bool heads_only);
   // Limited mode: marks the candidates of [begin, end) not yet evaluated whose group's best is
   // beyond kFarGroupFactor times the best as not tried.
   void defer_far_groups(size_t begin, size_t end);
@@ -1110,38 +1111,41 @@ Status TuneRun::screen(Entry& e) {
 
 Status TuneRun::screen_where(size_t begin, size_t end, bool budgeted, bool runtime_compiled) {
   if (runtime_compiled) return screen_runtime_compiled(begin, end, budgeted);
-  if (policy_.mode == TuneMode::kLimited && !last_resort_) {
-    CONVPLAN_RETURN_IF_ERROR(screen_pass(begin, end, budgeted, true));
-    defer_far_groups(begin, end);
-  }
-  return screen_pass(begin, end, budgeted, false);
-}
-
-Status TuneRun::screen_pass(size_t begin, size_t end, bool budgeted, bool heads_only) {
   // Rewritten candidates first: rewrites apply where cuDNN is weak (few channels), so they are
   // usually the fastest, and the plain ones after them stop at the cutoff after one run. On the
   // ResNet-50 stem the plain ones take 1.7-4 ms a run against the rewrites' 0.4-1 ms (issue 17:
   // what rewrites add to tuning). Ranks, and so ties, do not change.
+  const bool heads_first = policy_.mode == TuneMode::kLimited && !last_resort_;
   for (const bool rewritten : {true, false}) {
-    for (size_t i = begin; i < end; ++i) {
-      Entry& e = entries_[i];
-      if (e.evaluated || !e.deferred.empty() || is_runtime_compiled(e)) continue;
-      const std::string& group = e.candidate.config.rewrite;
-      if (group.empty() == rewritten) continue;
-      if (heads_only && best_per_rewrite().count(group) != 0) continue;
-      if (defer_far_knob_variant(e)) continue;
-      if (budgeted) {
-        CONVPLAN_ASSIGN_OR_RETURN(bool stop, stop_for_budget(begin, end, e));
-        if (stop) {
-          defer_rest(begin, end, budget_reason(), 0);
-          return ok_status();
-        }
-      }
-      CONVPLAN_RETURN_IF_ERROR(check_cancelled());
-      const Clock::time_point t0 = Clock::now();
-      CONVPLAN_RETURN_IF_ERROR(screen(e));
-      report(e, "timed", ms_since(t0));
+    if (heads_first) {
+      CONVPLAN_RETURN_IF_ERROR(screen_pass(begin, end, budgeted, rewritten, true));
+      defer_far_groups(begin, end);
     }
+    CONVPLAN_RETURN_IF_ERROR(screen_pass(begin, end, budgeted, rewritten, false));
+  }
+  return ok_status();
+}
+
+Status TuneRun::screen_pass(size_t begin, size_t end, bool budgeted, bool rewritten,
+                            bool heads_only) {
+  for (size_t i = begin; i < end; ++i) {
+    Entry& e = entries_[i];
+    if (e.evaluated || !e.deferred.empty() || is_runtime_compiled(e)) continue;
+    const std::string& group = e.candidate.config.rewrite;
+    if (group.empty() == rewritten) continue;
+    if (heads_only && best_per_rewrite().count(group) != 0) continue;
+    if (defer_far_knob_variant(e)) continue;
+    if (budgeted) {
+      CONVPLAN_ASSIGN_OR_RETURN(bool stop, stop_for_budget(begin, end, e));
+      if (stop) {
+        defer_rest(begin, end, budget_reason(), 0);
+        return ok_status();
+      }
+    }
+    CONVPLAN_RETURN_IF_ERROR(check_cancelled());
+    const Clock::time_point t0 = Clock::now();
+    CONVPLAN_RETURN_IF_ERROR(screen(e));
+    report(e, "timed", ms_since(t0));
   }
   return ok_status();
 }
