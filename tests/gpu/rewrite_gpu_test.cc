@@ -328,7 +328,9 @@ TEST_F(RewriteGpuTest, TunerValidatesRewrittenCandidatesAndRecordsTheChoice) {
 
 // Rewritten candidates are timed before the plain ones (issue 17), so a plain candidate whose
 // first run exceeds 4x the best rewritten median stops there (the cutoff) instead of taking all
-// its runs. At b256 the plain stem's engines take 1.7-27 ms a run, the unfolded one 0.41 ms.
+// its runs, and in limited mode the rest of the plain list is left out once its first candidate
+// took over 2x that best (issue 21). At b256 the plain stem's engines take 1.7-27 ms a run, the
+// unfolded one 0.41-0.51 ms.
 TEST_F(RewriteGpuTest, SlowPlainCandidatesStopAtTheCutoffSetByTheRewrittenOnes) {
   const ConvProblem p = problem(kStem, Direction::kForward, 256);
   auto record = tune_precompiled(p);
@@ -340,16 +342,22 @@ TEST_F(RewriteGpuTest, SlowPlainCandidatesStopAtTheCutoffSetByTheRewrittenOnes) 
       best_rewritten = c.median_ms;
   }
   ASSERT_GT(best_rewritten, 0);
-  int stopped = 0;
+  int stopped = 0, left_out = 0;
   for (const CandidateResult& c : record->candidates) {
-    if (!c.config.rewrite.empty() || c.times_ms.empty()) continue;
-    if (c.times_ms.front() <= 4 * best_rewritten) continue;
+    if (!c.config.rewrite.empty()) continue;
+    if (c.outcome.find("the problem's first candidate took") != std::string::npos) {
+      EXPECT_TRUE(c.times_ms.empty()) << c.config.to_string();
+      ++left_out;
+      continue;
+    }
+    if (c.times_ms.empty() || c.times_ms.front() <= 4 * best_rewritten) continue;
     EXPECT_EQ(c.times_ms.size(), 1u) << c.config.to_string() << ": " << c.outcome;
     ++stopped;
   }
   report("stem b256: best rewritten " + std::to_string(best_rewritten) + " ms; " +
-         std::to_string(stopped) + " plain candidates stopped after one run");
-  EXPECT_GT(stopped, 0);
+         std::to_string(stopped) + " plain candidates stopped after one run, " +
+         std::to_string(left_out) + " left out");
+  EXPECT_GT(stopped + left_out, 0);
 }
 
 // The stem with its inference chain (bias + residual + relu), forced onto a rewrite by an errata
