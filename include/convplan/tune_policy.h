@@ -24,7 +24,9 @@ enum class TuneMode {
   kHeuristic,  // the first candidate that passes the filters; no timing
   // The default: time the heuristics' first candidates within the workspace limit (the first 8
   // of mode A's list, then of mode B's when A's best takes 0.1 ms or more, and past them each
-  // precompiled engine's first configuration; the rest only when none of those passes).
+  // precompiled engine's first configuration; of a rewrite's candidates, or the problem's own,
+  // the rest after the first only when it came within 2x of the best; the others only when none
+  // of those passes).
   kLimited,
   // Every engine index, then the knob combinations of those whose best configuration is within
   // 1.5x of the best of the others (the heuristics' and every engine's default); those of engines
