@@ -1128,12 +1128,15 @@ Status TuneRun::screen_where(size_t begin, size_t end, bool budgeted, bool runti
 
 Status TuneRun::screen_pass(size_t begin, size_t end, bool budgeted, bool rewritten,
                             bool heads_only) {
+  // The groups with a timed candidate: taken once, then kept up to date as candidates are timed.
+  std::map<std::string, double> timed;
+  if (heads_only) timed = best_per_rewrite();
   for (size_t i = begin; i < end; ++i) {
     Entry& e = entries_[i];
     if (e.evaluated || !e.deferred.empty() || is_runtime_compiled(e)) continue;
     const std::string& group = e.candidate.config.rewrite;
     if (group.empty() == rewritten) continue;
-    if (heads_only && best_per_rewrite().count(group) != 0) continue;
+    if (heads_only && timed.count(group) != 0) continue;
     if (defer_far_knob_variant(e)) continue;
     if (budgeted) {
       CONVPLAN_ASSIGN_OR_RETURN(bool stop, stop_for_budget(begin, end, e));
@@ -1146,6 +1149,7 @@ Status TuneRun::screen_pass(size_t begin, size_t end, bool budgeted, bool rewrit
     const Clock::time_point t0 = Clock::now();
     CONVPLAN_RETURN_IF_ERROR(screen(e));
     report(e, "timed", ms_since(t0));
+    if (e.timed) timed.emplace(group, e.result.median_ms);
   }
   return ok_status();
 }
