@@ -61,7 +61,11 @@ class CONVPLAN_EXPORT TuningDatabase {
   // and into the new database; one of another format or schema version, or one that SQLite can
   // only read (an unknown write version in its header), to "<path>.incompatible-<unix time>".
   // Either is reported in report() and replaced by a new database; nothing is deleted. A file
-  // this user may not write is kIoError. "<path>.lock" serializes opening between processes.
+  // this user may not write is kIoError. Running short of memory (kOutOfMemory) or failing I/O
+  // (kIoError) is returned as such and leaves the file where it is, even when integrity_check
+  // reports the pages it could not read; SQLite's "out of memory" while memory is to spare is
+  // damage (some damaged files get that answer). "<path>.lock" serializes opening between
+  // processes.
   //
   // `path` is a file name, never a SQLite URI. Hostile file systems (docs/bad-inputs.md):
   // kInvalidArgument when the database, its -wal, -shm, -journal or .lock is a symbolic link or

@@ -3,7 +3,7 @@
 namespace convplan::detail {
 
 Status sqlite_status(sqlite3* db, int rc, const std::string& context) {
-  std::string message = context + ": " + sqlite3_errstr(rc);
+  std::string message = context + ": " + sqlite_error_name(rc);
   if (db != nullptr && sqlite3_errcode(db) != SQLITE_OK) {
     const char* detail = sqlite3_errmsg(db);
     if (detail != nullptr && message.find(detail) == std::string::npos)
@@ -12,7 +12,9 @@ Status sqlite_status(sqlite3* db, int rc, const std::string& context) {
   switch (rc & 0xff) {
     case SQLITE_CORRUPT:
     case SQLITE_NOTADB: return corrupt_data(std::move(message));
-    case SQLITE_NOMEM: return out_of_memory(std::move(message));
+    case SQLITE_NOMEM:
+      if (out_of_memory_without_a_shortage(rc)) return corrupt_data(std::move(message));
+      return out_of_memory(std::move(message));
     case SQLITE_BUSY:
     case SQLITE_LOCKED:
     case SQLITE_IOERR:
@@ -24,6 +26,20 @@ Status sqlite_status(sqlite3* db, int rc, const std::string& context) {
     case SQLITE_NOLFS: return Status(StatusCode::kIoError, std::move(message));
     default: return internal_error(std::move(message));
   }
+}
+
+std::string sqlite_error_name(int rc) {
+  std::string name = sqlite3_errstr(rc);
+  if (out_of_memory_without_a_shortage(rc)) name += " (with memory to spare: the file is damaged)";
+  return name;
+}
+
+bool out_of_memory_without_a_shortage(int rc) {
+  constexpr sqlite3_uint64 kProbeBytes = sqlite3_uint64{64} << 20;
+  if ((rc & 0xff) != SQLITE_NOMEM) return false;
+  void* probe = sqlite3_malloc64(kProbeBytes);
+  sqlite3_free(probe);
+  return probe != nullptr;
 }
 
 std::string SqliteStatement::column_text(int column) const {

@@ -15,9 +15,20 @@
 namespace convplan::detail {
 
 // A Status for the SQLite result `rc`: kCorruptData for SQLITE_CORRUPT / SQLITE_NOTADB,
-// kOutOfMemory for SQLITE_NOMEM, kIoError for file and lock failures (busy included), kInternal
-// otherwise. The message is "<context>: <sqlite's name for rc>: <sqlite's message>".
+// kOutOfMemory for SQLITE_NOMEM (kCorruptData when out_of_memory_without_a_shortage), kIoError
+// for file and lock failures (busy included), kInternal otherwise. The message is
+// "<context>: <sqlite_error_name(rc)>: <sqlite's message>".
 Status sqlite_status(sqlite3* db, int rc, const std::string& context);
+
+// True when `rc` is SQLITE_NOMEM although memory is not short: SQLite can still allocate a block
+// (64 MiB) far larger than reading or checking a tuning database needs. SQLite answers some
+// damaged files so (CI's fuzzer found one, of at most 20 KiB, whose integrity check failed "out
+// of memory" on a machine of 24 GiB), and then the file, not the machine, is what failed. Under a
+// real shortage, or a heap limit set with sqlite3_hard_heap_limit64, the probe fails too.
+bool out_of_memory_without_a_shortage(int rc);
+
+// sqlite3_errstr(rc), and for out_of_memory_without_a_shortage(rc) that the file is to blame.
+std::string sqlite_error_name(int rc);
 
 // True for SQLITE_BUSY and SQLITE_LOCKED (any extended code): worth retrying.
 inline bool sqlite_busy(int rc) {

@@ -29,6 +29,7 @@
 #include <atomic>
 #include <cctype>
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -361,11 +362,17 @@ class SqliteTuningDatabase final : public TuningDatabase {
   Status error(int rc, const std::string& what) const REQUIRES(mu_) {
     return sqlite_status(db_.get(), rc, "tuning database " + label() + ": " + what);
   }
+  // integrity_check could not read a page for the environment's reason `code` (the connection's
+  // own message would be the last step's, "another row available").
+  Status unreadable_page(int code) const {
+    return sqlite_status(nullptr, code,
+                         "tuning database " + label() + ": integrity_check could not read a page");
+  }
   // SQLite's name for `rc`, and its message for the last call when that says more.
   std::string describe(int rc) const REQUIRES(mu_) {
-    std::string text = sqlite3_errstr(rc);
+    std::string text = detail::sqlite_error_name(rc);
     std::string last = db_.last_message();
-    if (last != text && last != "not an error") text += ": " + last;
+    if (last != sqlite3_errstr(rc) && last != "not an error") text += ": " + last;
     return text;
   }
   std::string label() const { return path_.empty() ? "(in memory)" : "'" + path_ + "'"; }
@@ -444,15 +451,20 @@ Status SqliteTuningDatabase::open_connection(bool read_only) {
   return ok_status();
 }
 
+bool is_damage(int code) {
+  return (code & 0xff) == SQLITE_NOTADB || (code & 0xff) == SQLITE_CORRUPT ||
+         detail::out_of_memory_without_a_shortage(code);
+}
+
 // The check itself failing is damage (an unknown schema format number: SQLITE_ERROR "unsupported
 // file format"; a record claiming a huge blob: SQLITE_TOOBIG), unless the cause is the
 // environment rather than the file.
 bool environmental_failure(int code) {
   switch (code & 0xff) {
+    case SQLITE_NOMEM: return !is_damage(code);
     case SQLITE_BUSY:
     case SQLITE_LOCKED:
     case SQLITE_IOERR:
-    case SQLITE_NOMEM:
     case SQLITE_CANTOPEN:
     case SQLITE_FULL:
     case SQLITE_PERM:
@@ -462,8 +474,23 @@ bool environmental_failure(int code) {
   }
 }
 
-bool is_damage(int code) {
-  return (code & 0xff) == SQLITE_NOTADB || (code & 0xff) == SQLITE_CORRUPT;
+// integrity_check reports a page it could not read as a complaint ("unable to get the page. error
+// code=7") whatever the cause; out of memory or an I/O error is the environment's failure, not
+// damage. The first such code in `complaints`, or SQLITE_OK.
+int environmental_code_in(std::string_view complaints) {
+  constexpr std::string_view kMarker = "error code";
+  for (size_t at = complaints.find(kMarker); at != std::string_view::npos;
+       at = complaints.find(kMarker, at + 1)) {
+    const char* digits = complaints.data() + at + kMarker.size();
+    const char* end = complaints.data() + complaints.size();
+    if (digits < end && (*digits == '=' || *digits == ' ')) ++digits;
+    int code = SQLITE_OK;
+    if (std::from_chars(digits, end, code).ec == std::errc() && code != SQLITE_OK &&
+        environmental_failure(code)) {
+      return code;
+    }
+  }
+  return SQLITE_OK;
 }
 
 StatusOr<SqliteTuningDatabase::Check> SqliteTuningDatabase::check_integrity() {
@@ -485,6 +512,9 @@ StatusOr<SqliteTuningDatabase::Check> SqliteTuningDatabase::check_integrity() {
   if (rc != SQLITE_OK) {
     if (environmental_failure(rc)) return error(rc, "integrity_check");
     return Check{FileState::kDamaged, describe(rc)};
+  }
+  if (const int code = environmental_code_in(complaints); code != SQLITE_OK) {
+    return unreadable_page(code);
   }
   if (!complaints.empty()) return Check{FileState::kDamaged, "integrity_check: " + complaints};
   return Check{};
@@ -521,6 +551,7 @@ StatusOr<SqliteTuningDatabase::Check> SqliteTuningDatabase::check_schema() {
   rc = db_.prepare("SELECT name, value FROM meta", &meta);
   if (rc != SQLITE_OK) {
     if (is_damage(rc)) return damaged(db_.last_message());
+    if (environmental_failure(rc)) return error(rc, "reading the meta table");
     return incompatible("not a convplan tuning database (no meta table: " + db_.last_message() +
                         ")");
   }
@@ -544,6 +575,7 @@ StatusOr<SqliteTuningDatabase::Check> SqliteTuningDatabase::check_schema() {
   rc = prepare_statements();
   if (rc != SQLITE_OK) {
     if (is_damage(rc)) return damaged(db_.last_message());
+    if (environmental_failure(rc)) return error(rc, "preparing statements");
     return incompatible("records table does not have schema version 1's columns (" +
                         db_.last_message() + ")");
   }
@@ -890,12 +922,14 @@ StatusOr<DbVerifyReport> SqliteTuningDatabase::verify_locked() {
     if (rc == SQLITE_OK) {
       while ((rc = check.step()) == SQLITE_ROW) {
         std::string line = check.column_text(0);
+        if (const int code = environmental_code_in(line); code != SQLITE_OK) {
+          return unreadable_page(code);
+        }
         if (line != "ok") report.problems.push_back("database: " + line);
       }
     }
     if (rc != SQLITE_DONE) {
-      if ((rc & 0xff) != SQLITE_CORRUPT && (rc & 0xff) != SQLITE_NOTADB)
-        return error(rc, "integrity_check");
+      if (!is_damage(rc)) return error(rc, "integrity_check");
       report.problems.push_back("database: integrity_check failed: " + describe(rc));
     }
   }
@@ -920,7 +954,7 @@ StatusOr<DbVerifyReport> SqliteTuningDatabase::verify_locked() {
     }
   }
   if (rc != SQLITE_DONE) {
-    if ((rc & 0xff) != SQLITE_CORRUPT && (rc & 0xff) != SQLITE_NOTADB) return error(rc, "verify");
+    if (!is_damage(rc)) return error(rc, "verify");
     report.problems.push_back(std::string("records table: reading stopped after ") +
                               std::to_string(report.records) + " rows: " + describe(rc));
   }

@@ -30,6 +30,7 @@
 
 #include "convplan/tuning_db.h"
 #include "db/db_test_records.h"
+#include "db/sqlite_heap_limit.h"
 
 extern char** environ;
 
@@ -38,6 +39,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using convplan::testing::make_test_record;
+using convplan::testing::ScopedSqliteHeapLimit;
 using Json = nlohmann::json;
 
 // ---------------------------------------------------------------------------------------------
@@ -499,6 +501,66 @@ TEST_F(TuningDbTest, EmptyExistingFileBecomesADatabase) {
   ASSERT_TRUE(db);
   EXPECT_TRUE(db->report().moved_aside.empty());
   put_all(*db, 0, 2);
+}
+
+// A good database is never taken for a damaged one because memory ran short, wherever in open()
+// it runs short (the regression guard of out_of_memory_without_a_shortage): open() fails with
+// kOutOfMemory and leaves the file as it was, or it opens the file with its records.
+TEST_F(TuningDbTest, OpenShortOfMemoryFailsAndLeavesAGoodFileAsItWas) {
+  {
+    auto db = open_db();
+    ASSERT_TRUE(db);
+    put_all(*db, 0, 20);
+  }
+  const std::string bytes = read_file(path_);
+  int failures = 0;
+  int failed_checks = 0;
+  bool opened = false;
+  for (sqlite3_int64 spare = 4096; !opened && spare < (sqlite3_int64{64} << 20);
+       spare += spare / 4) {
+    StatusOr<std::unique_ptr<TuningDatabase>> db = [&] {
+      ScopedSqliteHeapLimit shortage(spare);
+      return TuningDatabase::open(path_);
+    }();
+    if (db.ok()) {
+      opened = true;
+      EXPECT_TRUE((*db)->report().moved_aside.empty()) << (*db)->report().reason;
+      EXPECT_TRUE((*db)->find(make_test_record(19).key()).ok()) << "with " << spare << " spare";
+      continue;
+    }
+    ++failures;
+    if (db.status().message().find("integrity_check") != std::string::npos) ++failed_checks;
+    EXPECT_EQ(db.status().code(), StatusCode::kOutOfMemory) << db.status().to_string();
+    EXPECT_TRUE(read_file(path_) == bytes) << "changed, with " << spare << " bytes spare";
+    EXPECT_TRUE(files_starting(path_ + ".corrupt").empty()) << "with " << spare << " spare";
+  }
+  EXPECT_TRUE(opened);
+  EXPECT_GT(failures, 0);
+  EXPECT_GT(failed_checks, 0) << "no limit fell inside the integrity check";
+}
+
+// Verifying short of memory says so; it does not report the pages it could not read as damage.
+TEST_F(TuningDbTest, VerifyShortOfMemoryFailsInsteadOfReportingDamage) {
+  {
+    auto db = open_db();
+    ASSERT_TRUE(db);
+    put_all(*db, 0, 20);
+  }
+  int failures = 0;
+  for (sqlite3_int64 spare = 1024; spare < (sqlite3_int64{64} << 20); spare += spare / 4) {
+    StatusOr<DbVerifyReport> report = [&] {
+      ScopedSqliteHeapLimit shortage(spare);
+      return TuningDatabase::verify_file(path_);
+    }();
+    if (report.ok()) {
+      EXPECT_TRUE(report->problems.empty()) << spare << " spare: " << report->problems.front();
+      EXPECT_EQ(report->valid, 20);
+      break;
+    }
+    ++failures;
+    EXPECT_EQ(report.status().code(), StatusCode::kOutOfMemory) << report.status().to_string();
+  }
+  EXPECT_GT(failures, 0);
 }
 
 // ---------------------------------------------------------------------------------------------
