@@ -517,7 +517,7 @@ TEST_F(TuningDbTest, OpenShortOfMemoryFailsAndLeavesAGoodFileAsItWas) {
   int failed_checks = 0;
   bool opened = false;
   for (sqlite3_int64 spare = 4096; !opened && spare < (sqlite3_int64{64} << 20);
-       spare += spare / 4) {
+       spare += spare / 64) {
     StatusOr<std::unique_ptr<TuningDatabase>> db = [&] {
       ScopedSqliteHeapLimit shortage(spare);
       return TuningDatabase::open(path_);
@@ -533,6 +533,7 @@ TEST_F(TuningDbTest, OpenShortOfMemoryFailsAndLeavesAGoodFileAsItWas) {
     EXPECT_EQ(db.status().code(), StatusCode::kOutOfMemory) << db.status().to_string();
     EXPECT_TRUE(read_file(path_) == bytes) << "changed, with " << spare << " bytes spare";
     EXPECT_TRUE(files_starting(path_ + ".corrupt").empty()) << "with " << spare << " spare";
+    EXPECT_TRUE(files_starting(path_ + ".incompatible").empty()) << "with " << spare << " spare";
   }
   EXPECT_TRUE(opened);
   EXPECT_GT(failures, 0);
@@ -547,7 +548,7 @@ TEST_F(TuningDbTest, VerifyShortOfMemoryFailsInsteadOfReportingDamage) {
     put_all(*db, 0, 20);
   }
   int failures = 0;
-  for (sqlite3_int64 spare = 1024; spare < (sqlite3_int64{64} << 20); spare += spare / 4) {
+  for (sqlite3_int64 spare = 1024; spare < (sqlite3_int64{64} << 20); spare += spare / 64) {
     StatusOr<DbVerifyReport> report = [&] {
       ScopedSqliteHeapLimit shortage(spare);
       return TuningDatabase::verify_file(path_);
