@@ -2,8 +2,21 @@
 
 namespace convplan::detail {
 
+namespace {
+
+// sqlite3_errstr(rc), and that the file is to blame when `file_to_blame`.
+std::string error_name(int rc, bool file_to_blame) {
+  std::string name = sqlite3_errstr(rc);
+  if (file_to_blame) name += " (with memory to spare: the file is damaged)";
+  return name;
+}
+
+}  // namespace
+
 Status sqlite_status(sqlite3* db, int rc, const std::string& context) {
-  std::string message = context + ": " + sqlite_error_name(rc);
+  // Probed once: the name and the code agree even if memory frees up or runs out in between.
+  const bool file_to_blame = out_of_memory_without_a_shortage(rc);
+  std::string message = context + ": " + error_name(rc, file_to_blame);
   if (db != nullptr && sqlite3_errcode(db) != SQLITE_OK) {
     const char* detail = sqlite3_errmsg(db);
     if (detail != nullptr && message.find(detail) == std::string::npos)
@@ -13,7 +26,7 @@ Status sqlite_status(sqlite3* db, int rc, const std::string& context) {
     case SQLITE_CORRUPT:
     case SQLITE_NOTADB: return corrupt_data(std::move(message));
     case SQLITE_NOMEM:
-      if (out_of_memory_without_a_shortage(rc)) return corrupt_data(std::move(message));
+      if (file_to_blame) return corrupt_data(std::move(message));
       return out_of_memory(std::move(message));
     case SQLITE_BUSY:
     case SQLITE_LOCKED:
@@ -29,9 +42,7 @@ Status sqlite_status(sqlite3* db, int rc, const std::string& context) {
 }
 
 std::string sqlite_error_name(int rc) {
-  std::string name = sqlite3_errstr(rc);
-  if (out_of_memory_without_a_shortage(rc)) name += " (with memory to spare: the file is damaged)";
-  return name;
+  return error_name(rc, out_of_memory_without_a_shortage(rc));
 }
 
 bool out_of_memory_without_a_shortage(int rc) {

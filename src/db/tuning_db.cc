@@ -485,8 +485,7 @@ int environmental_code_in(std::string_view complaints) {
     const char* end = complaints.data() + complaints.size();
     if (digits < end && (*digits == '=' || *digits == ' ')) ++digits;
     int code = SQLITE_OK;
-    if (std::from_chars(digits, end, code).ec == std::errc() && code != SQLITE_OK &&
-        environmental_failure(code)) {
+    if (std::from_chars(digits, end, code).ec == std::errc() && environmental_failure(code)) {
       return code;
     }
   }
