@@ -2,21 +2,8 @@
 
 namespace convplan::detail {
 
-namespace {
-
-// sqlite3_errstr(rc), and that the file is to blame when `file_to_blame`.
-std::string error_name(int rc, bool file_to_blame) {
-  std::string name = sqlite3_errstr(rc);
-  if (file_to_blame) name += " (with memory to spare: the file is damaged)";
-  return name;
-}
-
-}  // namespace
-
 Status sqlite_status(sqlite3* db, int rc, const std::string& context) {
-  // Probed once: the name and the code agree even if memory frees up or runs out in between.
-  const bool file_to_blame = out_of_memory_without_a_shortage(rc);
-  std::string message = context + ": " + error_name(rc, file_to_blame);
+  std::string message = context + ": " + sqlite_error_name(rc);
   if (db != nullptr && sqlite3_errcode(db) != SQLITE_OK) {
     const char* detail = sqlite3_errmsg(db);
     if (detail != nullptr && message.find(detail) == std::string::npos)
@@ -25,9 +12,7 @@ Status sqlite_status(sqlite3* db, int rc, const std::string& context) {
   switch (rc & 0xff) {
     case SQLITE_CORRUPT:
     case SQLITE_NOTADB: return corrupt_data(std::move(message));
-    case SQLITE_NOMEM:
-      if (file_to_blame) return corrupt_data(std::move(message));
-      return out_of_memory(std::move(message));
+    case SQLITE_NOMEM: return out_of_memory(std::move(message));
     case SQLITE_BUSY:
     case SQLITE_LOCKED:
     case SQLITE_IOERR:
@@ -42,12 +27,13 @@ Status sqlite_status(sqlite3* db, int rc, const std::string& context) {
 }
 
 std::string sqlite_error_name(int rc) {
-  return error_name(rc, out_of_memory_without_a_shortage(rc));
+  if (rc == kOutOfMemoryWithMemoryToSpare)
+    return "out of memory (with memory to spare: the file is damaged)";
+  return sqlite3_errstr(rc);
 }
 
-bool out_of_memory_without_a_shortage(int rc) {
+bool memory_to_spare() {
   constexpr sqlite3_uint64 kProbeBytes = sqlite3_uint64{64} << 20;
-  if ((rc & 0xff) != SQLITE_NOMEM) return false;
   void* probe = sqlite3_malloc64(kProbeBytes);
   sqlite3_free(probe);
   return probe != nullptr;
@@ -67,7 +53,7 @@ int SqliteConnection::open(const std::string& path, int flags, std::string* mess
   if (rc != SQLITE_OK) {
     *message = db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
     sqlite3_close_v2(db);  // a failed open may still allocate a handle
-    return rc;
+    return blame_file_for_spurious_nomem(rc);
   }
   // Extended codes tell SQLITE_BUSY_RECOVERY from SQLITE_BUSY and name I/O failures precisely.
   sqlite3_extended_result_codes(db, 1);
@@ -80,7 +66,7 @@ int SqliteConnection::prepare(std::string_view sql, SqliteStatement* out) {
   int rc = sqlite3_prepare_v2(db_, sql.data(), static_cast<int>(sql.size()), &stmt, nullptr);
   if (rc != SQLITE_OK) {
     sqlite3_finalize(stmt);
-    return rc;
+    return blame_file_for_spurious_nomem(rc);
   }
   *out = SqliteStatement(stmt);
   return SQLITE_OK;

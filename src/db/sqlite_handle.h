@@ -14,20 +14,33 @@
 
 namespace convplan::detail {
 
-// A Status for the SQLite result `rc`: kCorruptData for SQLITE_CORRUPT / SQLITE_NOTADB,
-// kOutOfMemory for SQLITE_NOMEM (kCorruptData when out_of_memory_without_a_shortage), kIoError
-// for file and lock failures (busy included), kInternal otherwise. The message is
+// SQLite's result for a call that failed "out of memory" while memory was to spare. SQLite answers
+// some damaged files so (CI's fuzzer found one, of at most 20 KiB, whose integrity check failed
+// "out of memory" on a machine of 24 GiB), and then the file, not the machine, is what failed.
+// Its primary code is SQLITE_CORRUPT, so whatever reads the primary code takes it for damage; the
+// extended number (200) is none of SQLite's SQLITE_CORRUPT_* codes.
+inline constexpr int kOutOfMemoryWithMemoryToSpare = SQLITE_CORRUPT | (200 << 8);
+
+// True when SQLite can still allocate a block (64 MiB) far larger than reading or checking a
+// tuning database needs. Under a real shortage, or a heap limit set with
+// sqlite3_hard_heap_limit64, it cannot. Only blame_file_for_spurious_nomem asks.
+bool memory_to_spare();
+
+// `rc`, or kOutOfMemoryWithMemoryToSpare when rc is SQLITE_NOMEM and memory_to_spare(). The
+// wrappers below apply it to each failure they return, once: whatever reads that result later
+// agrees on it even if memory frees up or runs out in between. A SQLITE_NOMEM that comes out of
+// them is therefore a shortage.
+inline int blame_file_for_spurious_nomem(int rc) {
+  return (rc & 0xff) == SQLITE_NOMEM && memory_to_spare() ? kOutOfMemoryWithMemoryToSpare : rc;
+}
+
+// A Status for the SQLite result `rc`: kCorruptData for SQLITE_CORRUPT / SQLITE_NOTADB (and so
+// for kOutOfMemoryWithMemoryToSpare), kOutOfMemory for SQLITE_NOMEM, kIoError for file and lock
+// failures (busy included), kInternal otherwise. The message is
 // "<context>: <sqlite_error_name(rc)>: <sqlite's message>".
 Status sqlite_status(sqlite3* db, int rc, const std::string& context);
 
-// True when `rc` is SQLITE_NOMEM although memory is not short: SQLite can still allocate a block
-// (64 MiB) far larger than reading or checking a tuning database needs. SQLite answers some
-// damaged files so (CI's fuzzer found one, of at most 20 KiB, whose integrity check failed "out
-// of memory" on a machine of 24 GiB), and then the file, not the machine, is what failed. Under a
-// real shortage, or a heap limit set with sqlite3_hard_heap_limit64, the probe fails too.
-bool out_of_memory_without_a_shortage(int rc);
-
-// sqlite3_errstr(rc), and for out_of_memory_without_a_shortage(rc) that the file is to blame.
+// sqlite3_errstr(rc), and for kOutOfMemoryWithMemoryToSpare that the file is to blame.
 std::string sqlite_error_name(int rc);
 
 // True for SQLITE_BUSY and SQLITE_LOCKED (any extended code): worth retrying.
@@ -67,7 +80,7 @@ class SqliteStatement {
   }
   int bind_int64(int index, int64_t value) { return sqlite3_bind_int64(stmt_, index, value); }
   int bind_null(int index) { return sqlite3_bind_null(stmt_, index); }
-  int step() { return sqlite3_step(stmt_); }
+  int step() { return blame_file_for_spurious_nomem(sqlite3_step(stmt_)); }
 
   // Column readers for the current row (0-based). A NULL text column reads as "".
   std::string column_text(int column) const;
@@ -100,7 +113,8 @@ class SqliteConnection {
   SqliteConnection& operator=(const SqliteConnection&) = delete;
 
   // Opens `path` (":memory:" for an in-memory database) with sqlite3_open_v2 `flags`. Returns the
-  // SQLite result code; on failure *this holds nothing and *message says why.
+  // SQLite result code (through blame_file_for_spurious_nomem, as exec, prepare and
+  // SqliteStatement::step do); on failure *this holds nothing and *message says why.
   int open(const std::string& path, int flags, std::string* message);
   void close() { reset_handle(nullptr); }
 
@@ -108,7 +122,9 @@ class SqliteConnection {
   explicit operator bool() const { return db_ != nullptr; }
 
   // Runs `sql` (one or more statements, no results wanted). Returns the SQLite result code.
-  int exec(const char* sql) { return sqlite3_exec(db_, sql, nullptr, nullptr, nullptr); }
+  int exec(const char* sql) {
+    return blame_file_for_spurious_nomem(sqlite3_exec(db_, sql, nullptr, nullptr, nullptr));
+  }
   // Prepares one statement; returns the SQLite result code, *out holding it on success.
   int prepare(std::string_view sql, SqliteStatement* out);
   std::string last_message() const { return db_ ? sqlite3_errmsg(db_) : "no connection"; }

@@ -372,7 +372,7 @@ class SqliteTuningDatabase final : public TuningDatabase {
   std::string describe(int rc) const REQUIRES(mu_) {
     std::string text = detail::sqlite_error_name(rc);
     std::string last = db_.last_message();
-    if (last != sqlite3_errstr(rc) && last != "not an error") text += ": " + last;
+    if (last != "not an error" && text.find(last) == std::string::npos) text += ": " + last;
     return text;
   }
   std::string label() const { return path_.empty() ? "(in memory)" : "'" + path_ + "'"; }
@@ -451,9 +451,9 @@ Status SqliteTuningDatabase::open_connection(bool read_only) {
   return ok_status();
 }
 
+// kOutOfMemoryWithMemoryToSpare included: its primary code is SQLITE_CORRUPT.
 bool is_damage(int code) {
-  return (code & 0xff) == SQLITE_NOTADB || (code & 0xff) == SQLITE_CORRUPT ||
-         detail::out_of_memory_without_a_shortage(code);
+  return (code & 0xff) == SQLITE_NOTADB || (code & 0xff) == SQLITE_CORRUPT;
 }
 
 // The check itself failing is damage (an unknown schema format number: SQLITE_ERROR "unsupported
@@ -461,7 +461,7 @@ bool is_damage(int code) {
 // environment rather than the file.
 bool environmental_failure(int code) {
   switch (code & 0xff) {
-    case SQLITE_NOMEM: return !is_damage(code);
+    case SQLITE_NOMEM:  // a shortage: with memory to spare, the wrappers returned damage
     case SQLITE_BUSY:
     case SQLITE_LOCKED:
     case SQLITE_IOERR:
@@ -475,8 +475,8 @@ bool environmental_failure(int code) {
 }
 
 // integrity_check reports a page it could not read as a complaint ("unable to get the page. error
-// code=7") whatever the cause; out of memory or an I/O error is the environment's failure, not
-// damage. The first such code in `complaints`, or SQLITE_OK.
+// code=7") whatever the cause; out of memory (unless memory is to spare) or an I/O error is the
+// environment's failure, not damage. The first such code in `complaints`, or SQLITE_OK.
 int environmental_code_in(std::string_view complaints) {
   constexpr std::string_view kMarker = "error code";
   for (size_t at = complaints.find(kMarker); at != std::string_view::npos;
@@ -485,9 +485,9 @@ int environmental_code_in(std::string_view complaints) {
     const char* end = complaints.data() + complaints.size();
     if (digits < end && (*digits == '=' || *digits == ' ')) ++digits;
     int code = SQLITE_OK;
-    if (std::from_chars(digits, end, code).ec == std::errc() && environmental_failure(code)) {
-      return code;
-    }
+    if (std::from_chars(digits, end, code).ec != std::errc()) continue;
+    code = detail::blame_file_for_spurious_nomem(code);
+    if (environmental_failure(code)) return code;
   }
   return SQLITE_OK;
 }

@@ -504,7 +504,7 @@ TEST_F(TuningDbTest, EmptyExistingFileBecomesADatabase) {
 }
 
 // A good database is never taken for a damaged one because memory ran short, wherever in open()
-// it runs short (the regression guard of out_of_memory_without_a_shortage): open() fails with
+// it runs short (the regression guard of blame_file_for_spurious_nomem): open() fails with
 // kOutOfMemory and leaves the file as it was, or it opens the file with its records.
 TEST_F(TuningDbTest, OpenShortOfMemoryFailsAndLeavesAGoodFileAsItWas) {
   {
