@@ -198,7 +198,8 @@ class CONVPLAN_EXPORT Backend {
   // Runs plan.execute `warmup` times, then `runs` times, each timed with device events on the
   // handle's stream; returns the milliseconds of each timed run. With flush_l2 the L2 cache is
   // flushed before each timed run (its time is not counted). Stops early, returning the times so
-  // far, once a run exceeds cutoff_ms (<= 0: no cutoff).
+  // far, once a run exceeds cutoff_ms (<= 0: no cutoff). A backend may also time the first
+  // warm-up run and, when a lower bound of its time is past the cutoff, return that bound alone.
   virtual StatusOr<std::vector<float>> time(Plan& plan, const TensorPointers& tensors,
                                             void* workspace, int warmup, int runs, bool flush_l2,
                                             float cutoff_ms) = 0;

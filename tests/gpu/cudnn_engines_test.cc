@@ -19,6 +19,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -1056,6 +1057,126 @@ TEST_F(CudnnEngines, TimeGivesPerRunTimesAndStopsPastTheCutoff) {
   EXPECT_EQ(cut->size(), 1u);
   std::printf("time(): %s, %.4f ms per run (first of 5, L2 flushed)\n",
               plan->config().to_string().c_str(), (*times)[0]);
+}
+
+// Counts the executions of the plan it wraps.
+class CountingPlan final : public Plan {
+ public:
+  explicit CountingPlan(Plan& inner) : inner_(inner) {}
+  int executions = 0;
+  cudnnHandle_t handle() const override { return inner_.handle(); }
+  const EngineConfig& config() const override { return inner_.config(); }
+  NoteSet notes() const override { return inner_.notes(); }
+  int64_t workspace_bytes() const override { return inner_.workspace_bytes(); }
+  size_t host_bytes() const override { return inner_.host_bytes(); }
+  StatusOr<std::string> to_json() const override { return inner_.to_json(); }
+  Status execute(cudnnHandle_t h, const TensorPointers& t, void* ws) override {
+    ++executions;
+    return inner_.execute(h, t, ws);
+  }
+
+ private:
+  Plan& inner_;
+};
+
+// ResNet-50's layer1 3x3 convolution (bf16, channels-last) at batch n, in direction `dir`.
+ConvProblem resnet50_layer1_3x3(Direction dir, int64_t n) {
+  ConvProblem p = conv(dir, 2, n, 64, 64, 1, {56, 56, 1}, {3, 3, 1}, DataType::kBFloat16,
+                       Layout::kChannelsLast);
+  p.pad_before = p.pad_after = {1, 1, 0};
+  return p;
+}
+
+// The tuner's inputs, made on the device (no reference: these tests time, they do not check).
+StatusOr<std::array<DeviceBuffer, 3>> hashed_tensors(Backend& backend, cudnnHandle_t h,
+                                                     const ConvProblem& p) {
+  std::array<DeviceBuffer, 3> t;
+  for (TensorRole role : kTensorRoles) {
+    const int64_t elements = p.shape_of(role).span_elements();
+    DeviceBuffer& b = t[static_cast<size_t>(role)];
+    CONVPLAN_ASSIGN_OR_RETURN(
+        b, DeviceBuffer::allocate(backend.default_allocator(h),
+                                  static_cast<size_t>(elements * size_of(p.data_type))));
+    CONVPLAN_RETURN_IF_ERROR(
+        backend.fill_hashed(h, b.get(), p.data_type, elements, static_cast<uint64_t>(role) + 1));
+  }
+  return t;
+}
+
+// With a cutoff, time() times the first warm-up run too and stops there when a lower bound of
+// its device time is past the cutoff: the tuner's exhaustive search ran engine 0 (85 ms a run on
+// ResNet-50 at batch 256) for a warm-up and a timed run before the cutoff stopped it (issue 21).
+TEST_F(CudnnEngines, TimeStopsAtAWarmUpRunWhoseBoundIsPastTheCutoff) {
+  const ConvProblem p = resnet50_layer1_3x3(Direction::kForward, 256);
+  std::unique_ptr<Plan> plan = first_plan(ctx1_->handle(), p);
+  ASSERT_NE(plan, nullptr);
+  StatusOr<std::array<DeviceBuffer, 3>> t = hashed_tensors(*backend_, ctx1_->handle(), p);
+  ASSERT_TRUE(t.ok()) << t.status().to_string();
+  const TensorPointers ptrs{(*t)[0].get(), (*t)[1].get(), (*t)[2].get()};
+  ASSERT_TRUE(ensure_workspace(ctx1_->handle(), plan->workspace_bytes()).ok());
+  CountingPlan counted(*plan);
+  StatusOr<std::vector<float>> whole =
+      backend_->time(counted, ptrs, workspace_.get(), 3, 5, false, 0);
+  ASSERT_TRUE(whole.ok()) << whole.status().to_string();
+  EXPECT_EQ(counted.executions, 8) << "without a cutoff, every warm-up and timed run";
+  EXPECT_EQ(whole->size(), 5u);
+  // A run of ~0.1 ms against a host launch of a few microseconds: the bound is past 1 us.
+  counted.executions = 0;
+  StatusOr<std::vector<float>> cut =
+      backend_->time(counted, ptrs, workspace_.get(), 3, 5, false, 1e-3f);
+  ASSERT_TRUE(cut.ok()) << cut.status().to_string();
+  EXPECT_EQ(counted.executions, 1) << "stopped at the first warm-up run";
+  ASSERT_EQ(cut->size(), 1u);
+  EXPECT_GT((*cut)[0], 1e-3f);
+  // A lower bound: no more than the slowest of the runs timed whole, give or take launch noise.
+  EXPECT_LE((*cut)[0], 1.5f * *std::max_element(whole->begin(), whole->end()) + 0.05f);
+  std::printf("time(): %s, warm-up bound %.4f ms, timed runs %.4f-%.4f ms\n",
+              plan->config().to_string().c_str(), (*cut)[0],
+              *std::min_element(whole->begin(), whole->end()),
+              *std::max_element(whole->begin(), whole->end()));
+}
+
+// The tuner's exhaustive search stops a candidate that no heuristic lists when its run on an
+// eighth of the batch is past the cutoff, which assumes that no engine runs the whole batch
+// faster than that part of it. Checked here on every precompiled engine of ResNet-50's layer1
+// 3x3 convolution at batch 256, in the three directions (the fastest of 3 runs each).
+TEST_F(CudnnEngines, NoEngineRunsTheWholeBatchFasterThanAnEighthOfIt) {
+  const cudnnHandle_t h = ctx1_->handle();
+  int compared = 0;
+  for (Direction dir :
+       {Direction::kForward, Direction::kBackwardData, Direction::kBackwardFilter}) {
+    const ConvProblem whole = resnet50_layer1_3x3(dir, 256);
+    ConvProblem part = whole;
+    part.n = 32;
+    SCOPED_TRACE(whole.to_string());
+    StatusOr<std::array<DeviceBuffer, 3>> t = hashed_tensors(*backend_, h, whole);
+    ASSERT_TRUE(t.ok()) << t.status().to_string();
+    const TensorPointers ptrs{(*t)[0].get(), (*t)[1].get(), (*t)[2].get()};
+    StatusOr<std::vector<Candidate>> engines =
+        backend_->candidates(h, whole, CandidateSource::kAllEngines);
+    ASSERT_TRUE(engines.ok()) << engines.status().to_string();
+    for (const Candidate& c : *engines) {
+      if (c.notes & kNoteRuntimeCompilation) continue;
+      StatusOr<std::unique_ptr<Plan>> whole_plan = backend_->build(h, whole, c.config);
+      StatusOr<std::unique_ptr<Plan>> part_plan = backend_->build(h, part, c.config);
+      if (!whole_plan.ok() || !part_plan.ok()) continue;
+      ASSERT_TRUE(ensure_workspace(h, std::max((*whole_plan)->workspace_bytes(),
+                                               (*part_plan)->workspace_bytes()))
+                      .ok());
+      auto fastest = [&](Plan& plan) {
+        StatusOr<std::vector<float>> times =
+            backend_->time(plan, ptrs, workspace_.get(), 1, 3, false, 0);
+        EXPECT_TRUE(times.ok()) << times.status().to_string();
+        return times.ok() ? *std::min_element(times->begin(), times->end()) : 0.0f;
+      };
+      const float whole_ms = fastest(**whole_plan), part_ms = fastest(**part_plan);
+      std::printf("%-14s %-12s part %9.4f ms  whole %9.4f ms  %.2fx\n", to_string(dir),
+                  c.config.to_string().c_str(), part_ms, whole_ms, whole_ms / part_ms);
+      EXPECT_LE(part_ms, 1.05f * whole_ms + 0.002f) << c.config.to_string();
+      ++compared;
+    }
+  }
+  EXPECT_GE(compared, 10);
 }
 
 TEST_F(CudnnEngines, KnobsHaveConsistentRangesAndOutOfRangeChoicesAreNotSupported) {

@@ -125,6 +125,7 @@ class ScriptedBackend::ScriptedPlan final : public Plan {
   }
 
   float time_per_run() const {
+    if (engine_.time_for_batch) return engine_.time_for_batch(problem_.n);
     return engine_.time_for ? engine_.time_for(config_) : engine_.time_ms;
   }
 

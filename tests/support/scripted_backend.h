@@ -59,6 +59,9 @@ struct ScriptedEngine {
   std::optional<NoteSet> unfused_notes;
   // Time per run for a given knob choice, when it depends on knobs; else time_ms.
   std::function<float(const EngineConfig&)> time_for;
+  // Time per run on a batch of n images (the plan's problem's), when it depends on the batch (the
+  // tuner runs the exhaustive list's candidates on part of the batch first); else as above.
+  std::function<float(int64_t n)> time_for_batch;
   // The behaviour of a given knob choice, when it depends on knobs; else behavior.
   std::function<EngineBehavior(const EngineConfig&)> behavior_for;
   // The configurations the heuristic modes list, in order, each as its knob choices (the knobs

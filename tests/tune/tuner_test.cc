@@ -1292,6 +1292,60 @@ TEST_F(TunerTest, ExhaustiveTimesKnobCombinationsOnlyOfEnginesNearTheBest) {
   EXPECT_THAT(outcome_of(3, 7, 0), StartsWith("not validated"));
 }
 
+// Exhaustive mode runs the candidates that no heuristic lists on an eighth of the batch first, and
+// stops there when that run is already past the cutoff (4x the best median): engine 0 took 85 ms
+// a run on ResNet-50's layers at batch 256, against 0.1-1 ms for the best (issue 21). The fastest
+// candidate is never stopped that way, a listed candidate is timed on the whole batch only, and
+// one whose plan for part of the batch cannot be built is timed on the whole batch.
+TEST_F(TunerTest, ExhaustiveStopsUnlistedCandidatesPastTheCutoffOnAnEighthOfTheBatch) {
+  auto batches = std::make_shared<std::map<int64_t, std::vector<int64_t>>>();
+  auto per_image = [batches](int64_t id, float ms) {
+    return [batches, id, ms](int64_t n) {
+      (*batches)[id].push_back(n);
+      return ms * static_cast<float>(n);
+    };
+  };
+  std::vector<ScriptedEngine> e(5);
+  e[0].id = 1;  // listed: sets the cutoff, 4 ms
+  e[0].time_ms = 1.0f;
+  e[1].id = 2;  // unlisted and slow: 10 ms on 2 images, past the cutoff
+  e[1].in_heuristics = false;
+  e[1].time_for_batch = per_image(2, 5.0f);
+  e[2].id = 3;  // unlisted and the fastest: 0.1 ms on 2 images, then timed on all 16
+  e[2].in_heuristics = false;
+  e[2].time_for_batch = per_image(3, 0.03125f);
+  e[3].id = 4;  // listed and slow: timed on the whole batch, where it stops at the cutoff
+  e[3].time_for_batch = per_image(4, 4.0f);
+  e[4].id = 5;  // unlisted, and no plan for part of the batch
+  e[4].in_heuristics = false;
+  e[4].supports = [](const ConvProblem& p) { return p.n == 16; };
+  e[4].time_for_batch = per_image(5, 0.05f);
+  use_engines(e);
+  policy_.mode = TuneMode::kExhaustive;
+  ConvProblem p = small_problem();
+  p.n = 16;
+  const TuningRecord r = tune_ok(p);
+  EXPECT_EQ(r.config.engine_id, 3);
+  EXPECT_FLOAT_EQ(r.time_ms, 0.5f);
+  EXPECT_EQ((*batches)[2], (std::vector<int64_t>{2})) << "never run on the whole batch";
+  EXPECT_EQ(candidate(r, 2)->times_ms, (std::vector<float>{10.0f}));
+  EXPECT_THAT(outcome(r, 2), HasSubstr("timing stopped: on 2 of the batch's 16 images a run took "
+                                       "10 ms, past the cutoff of 4 ms (4x the best median)"));
+  EXPECT_EQ((*batches)[3].front(), 2);
+  for (float t : candidate(r, 3)->times_ms) EXPECT_FLOAT_EQ(t, 0.5f) << "no time of the part";
+  EXPECT_EQ((*batches)[4], (std::vector<int64_t>{16}));
+  EXPECT_THAT(outcome(r, 4), HasSubstr("a run exceeded the cutoff of 4 ms"));
+  EXPECT_EQ((*batches)[5].front(), 16);
+  EXPECT_FLOAT_EQ(candidate(r, 5)->times_ms.front(), 0.8f);
+
+  // A batch of one has no part to run on.
+  batches->clear();
+  p.n = 1;
+  const TuningRecord one = tune_ok(p);
+  EXPECT_EQ((*batches)[2], (std::vector<int64_t>{1}));
+  EXPECT_THAT(outcome(one, 2), HasSubstr("a run exceeded the cutoff"));
+}
+
 // Exhaustive mode stops compiling an engine's knob combinations at run time after a wave of them
 // did not improve, as limited mode does for runtime-compiled candidates: on the H200 the split-K
 // combinations of eng71/72 ran 3-4x slower than the default on ResNet-50's 1x1 layers (issue 21).
