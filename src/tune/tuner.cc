@@ -759,11 +759,14 @@ bool TuneRun::filtered(const EngineConfig& config, NoteSet notes, std::string& l
       return true;
     }
   }
-  for (const ErrataRule& rule : policy_.errata) {
-    if (rule.matches(problem_, config)) {
-      label = "errata rule '" + rule.id + "'";
-      outcome = "filtered: errata rule '" + rule.id + "' (CONVPLAN_ERRATA_FILE)";
-      return true;
+  for (const auto& [rules, source] : {std::pair{&policy_.errata, "CONVPLAN_ERRATA_FILE"},
+                                      std::pair{&known_fault_rules(), "a known fault"}}) {
+    for (const ErrataRule& rule : *rules) {
+      if (rule.matches(problem_, config)) {
+        label = "errata rule '" + rule.id + "'";
+        outcome = "filtered: errata rule '" + rule.id + "' (" + source + ")";
+        return true;
+      }
     }
   }
   return false;

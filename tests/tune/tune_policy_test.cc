@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -285,6 +286,28 @@ TEST(ErrataTest, ErrorsNameTheSourceRuleIndexAndField) {
     EXPECT_THAT(rules.status().message(), HasSubstr("errata my.json")) << c.json;
     EXPECT_THAT(rules.status().message(), HasSubstr(c.expected)) << c.json;
   }
+}
+
+// The rules of faults convplan has seen match the problem they faulted on and spare its rewrites
+// (which pad the channels) and problems with more channels.
+TEST(ErrataTest, KnownFaultRulesMatchWhereTheFaultWasSeen) {
+  auto seen =
+      parse_problem("dt:bf16,layout:nhwc/g1mb2ic4id64ih64iw64oc32od64oh64ow64kd3kh3kw3pd1ph1pw1");
+  ASSERT_TRUE(seen.ok()) << seen.status().to_string();
+  const std::vector<ErrataRule>& rules = known_fault_rules();
+  auto any_matches = [&](const ConvProblem& p, const EngineConfig& c) {
+    return std::any_of(rules.begin(), rules.end(),
+                       [&](const ErrataRule& r) { return r.matches(p, c); });
+  };
+  EXPECT_TRUE(any_matches(*seen, EngineConfig{71, {}}));
+  EXPECT_TRUE(any_matches(*seen, EngineConfig{71, {{17, 9}}})) << "every knob choice";
+  EngineConfig padded{71, {}};
+  padded.rewrite = "uc32";
+  EXPECT_FALSE(any_matches(*seen, padded));
+  EXPECT_FALSE(any_matches(*seen, EngineConfig{72, {}}));
+  ConvProblem wide = *seen;
+  wide.c = 8;
+  EXPECT_FALSE(any_matches(wide, EngineConfig{71, {}}));
 }
 
 TEST(ErrataTest, LoadsRulesFromAFile) {

@@ -1116,6 +1116,27 @@ TEST_F(TunerTest, ErrataRulesFilterMatchingCandidates) {
   EXPECT_EQ(tune_ok(small_problem(Direction::kBackwardData)).config.engine_id, 1);
 }
 
+// Engine 71 faulted on the 3-D U-Net's 4-channel convolution (cudaErrorMisalignedAddress, which
+// ends the process's use of the GPU): the tuner never runs it on a forward problem of fewer than 8
+// channels, though no errata file is given, and runs it elsewhere.
+TEST_F(TunerTest, KnownFaultsAreNeverRun) {
+  std::vector<ScriptedEngine> e(2);
+  e[0].id = 71;  // the fastest
+  e[0].time_ms = 0.5f;
+  e[1].id = 2;
+  use_engines(e);
+  policy_.mode = TuneMode::kExhaustive;
+  ConvProblem p = small_problem();
+  const TuningRecord r = tune_ok(p);
+  EXPECT_EQ(r.config.engine_id, 2);
+  EXPECT_EQ(outcome(r, 71),
+            "filtered: errata rule 'cudnn-9.19-eng71-fwd-few-channels-misaligned-address' (a known "
+            "fault)");
+  p.c = 8;
+  EXPECT_EQ(tune_ok(p).config.engine_id, 71);
+  EXPECT_EQ(tune_ok(small_problem(Direction::kBackwardData)).config.engine_id, 71);
+}
+
 TEST_F(TunerTest, WorkspaceAboveTheLimitIsFiltered) {
   policy_.workspace_limit = (1 << 20) - 1;
   const TuningRecord r = tune_ok(small_problem());
