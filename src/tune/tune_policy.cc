@@ -382,7 +382,9 @@ const std::vector<ErrataRule>& known_fault_rules() {
     // cuDNN 9.19.0 on an H100: the exhaustive tune of the 3-D U-Net's first convolution (bf16,
     // channels-last, 4 input channels) ran engine 71 (compiled at run time), whose first run
     // failed with cudaErrorMisalignedAddress, and every later CUDA call of the process with it
-    // (2026-12-07, issue 21). Its rewritten candidates pad the channels to 32: not matched.
+    // (2026-12-07, issue 21). Seen once, on that problem; matched wider (any type and rank,
+    // 1-7 channels) since no other was tried. Its rewritten candidates pad the channels to 32
+    // and are not matched.
     ErrataRule eng71;
     eng71.id = "cudnn-9.19-eng71-fwd-few-channels-misaligned-address";
     eng71.direction = Direction::kForward;
