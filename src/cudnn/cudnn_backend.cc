@@ -225,14 +225,19 @@ class CudnnBackend final : public Backend {
     }
     CONVPLAN_ASSIGN_OR_RETURN(CudaEvent start, CudaEvent::create());
     CONVPLAN_ASSIGN_OR_RETURN(CudaEvent stop, CudaEvent::create());
-    for (int i = 0; i < warmup; ++i) {
-      if (i > 0 || cutoff_ms <= 0) {
-        CONVPLAN_RETURN_IF_ERROR(plan.execute(handle, tensors, workspace));
-        continue;
-      }
-      CONVPLAN_ASSIGN_OR_RETURN(float bound,
-                                device_ms_at_least(plan, tensors, workspace, stream, start, stop));
+    // With a cutoff, the first warm-up run is timed too: a candidate whose warm-up alone is past
+    // it goes no further (see event_ms).
+    int untimed_from = 0;
+    if (warmup > 0 && cutoff_ms > 0) {
+      float host_ms = 0;
+      CONVPLAN_ASSIGN_OR_RETURN(float ms,
+                                event_ms(plan, tensors, workspace, stream, start, stop, &host_ms));
+      const float bound = std::max(0.0f, ms - host_ms);
       if (bound > cutoff_ms) return std::vector<float>{bound};
+      untimed_from = 1;
+    }
+    for (int i = untimed_from; i < warmup; ++i) {
+      CONVPLAN_RETURN_IF_ERROR(plan.execute(handle, tensors, workspace));
     }
     std::vector<float> times;
     times.reserve(static_cast<size_t>(runs > 0 ? runs : 0));
@@ -241,12 +246,7 @@ class CudnnBackend final : public Backend {
         CONVPLAN_CUDA_CHECK(
             cudaMemsetAsync(flush->buffer.get(), i & 0xff, flush->buffer.size(), stream));
       }
-      CONVPLAN_CUDA_CHECK(cudaEventRecord(start.get(), stream));
-      CONVPLAN_RETURN_IF_ERROR(plan.execute(handle, tensors, workspace));
-      CONVPLAN_CUDA_CHECK(cudaEventRecord(stop.get(), stream));
-      CONVPLAN_CUDA_CHECK(cudaEventSynchronize(stop.get()));
-      float ms = 0;
-      CONVPLAN_CUDA_CHECK(cudaEventElapsedTime(&ms, start.get(), stop.get()));
+      CONVPLAN_ASSIGN_OR_RETURN(float ms, event_ms(plan, tensors, workspace, stream, start, stop));
       times.push_back(ms);
       if (cutoff_ms > 0 && ms > cutoff_ms) break;
     }
@@ -258,26 +258,28 @@ class CudnnBackend final : public Backend {
     DeviceBuffer buffer;
   };
 
-  // One run of `plan`, and a lower bound of its device time: the time between its two events
-  // less the host's time spent recording them and launching it, during which the GPU may have
-  // waited for the launches (a first run's module loading, say). time() stops at a warm-up run
-  // whose bound is already past the cutoff: an exhaustive tune of ResNet-50 at batch 256 ran engine
-  // 0 (85 ms a run) twice per layer, the warm-up and the first timed run, 3.9 s of its 7.9 s of
-  // timing on an H100 (issue 21).
-  static StatusOr<float> device_ms_at_least(Plan& plan, const TensorPointers& tensors,
-                                            void* workspace, cudaStream_t stream,
-                                            const CudaEvent& start, const CudaEvent& stop) {
+  // One run of `plan` between two events on `stream`: the milliseconds between them, and, when
+  // host_ms is given, the host's time spent recording them and launching the run. Less that host
+  // time, the event time is a lower bound of the run's device time, as the GPU may have waited
+  // for the launches meanwhile (a first run's module loading, say). time() stops at a warm-up run
+  // whose bound is already past the cutoff: an exhaustive tune of ResNet-50 at batch 256 ran
+  // engine 0 (85 ms a run) twice per layer, the warm-up and the first timed run, 3.9 s of its
+  // 7.9 s of timing on an H100 (issue 21).
+  static StatusOr<float> event_ms(Plan& plan, const TensorPointers& tensors, void* workspace,
+                                  cudaStream_t stream, const CudaEvent& start,
+                                  const CudaEvent& stop, float* host_ms = nullptr) {
     using Clock = std::chrono::steady_clock;
     const Clock::time_point t0 = Clock::now();
     CONVPLAN_CUDA_CHECK(cudaEventRecord(start.get(), stream));
     CONVPLAN_RETURN_IF_ERROR(plan.execute(plan.handle(), tensors, workspace));
     CONVPLAN_CUDA_CHECK(cudaEventRecord(stop.get(), stream));
-    const Clock::time_point t1 = Clock::now();
+    if (host_ms != nullptr) {
+      *host_ms = std::chrono::duration<float, std::milli>(Clock::now() - t0).count();
+    }
     CONVPLAN_CUDA_CHECK(cudaEventSynchronize(stop.get()));
     float ms = 0;
     CONVPLAN_CUDA_CHECK(cudaEventElapsedTime(&ms, start.get(), stop.get()));
-    const float host_ms = std::chrono::duration<float, std::milli>(t1 - t0).count();
-    return std::max(0.0f, ms - host_ms);
+    return ms;
   }
 
   // The candidates of the graph of `graph_problem` from `source`, each with config.unfused set

@@ -504,10 +504,14 @@ class TuneRun {
   Status admit(Entry& e);        // filters, build, workspace limits: sets e.plan
   Status prepare_run(Entry& e);  // tuning buffers and the workspace for e's plan
   Status screen(Entry& e);       // admit, prepare, the first timed runs
-  Status time_runs(Entry& e, int runs, float cutoff_ms);  // appends to e's times and median
-  // backend_.time of `plan` (e's, or one for part of the batch) and the guards checked after it;
-  // empty when e was dropped (it failed to time, or wrote out of bounds).
-  StatusOr<std::vector<float>> timed_runs(Entry& e, Plan& plan, int runs, float cutoff_ms);
+  // prepare_and_time of e's plan, its times appended to e's and the median updated.
+  Status time_runs(Entry& e, int runs, float cutoff_ms, bool first);
+  // prepare_run, then backend_.time of `plan` (e's, or one for part of the batch) and the guards
+  // checked after it, on the device's turn (device_turn); the first timing of a candidate
+  // (`first`) marks the inputs clean, as screening needs no pristine ones. Empty when e was
+  // dropped (no workspace, failed to time, wrote out of bounds).
+  StatusOr<std::vector<float>> prepare_and_time(Entry& e, Plan& plan, int runs, float cutoff_ms,
+                                                bool first);
   void add_times(Entry& e, const std::vector<float>& times);  // and the median
   static std::string cutoff_text(float cutoff_ms);
   // Candidates that no heuristic ranks (the exhaustive list), precompiled and not rewritten, run
@@ -516,9 +520,6 @@ class TuneRun {
   // run's time and is not timed further. True as well when e was dropped. Assumes that no engine
   // runs the whole batch faster than a part of it (a GPU test checks this on ResNet-50 layers).
   StatusOr<bool> past_cutoff_on_part_of_batch(Entry& e, float cutoff_ms);
-  // prepare_run then time_runs, on the device's turn (device_turn); the first timing of a
-  // candidate (`first`) marks the inputs clean, as screening needs no pristine ones.
-  Status prepare_and_time(Entry& e, int runs, float cutoff_ms, bool first);
   // Early stopping: candidates clearly slower than the fastest keep their first runs; the rest
   // are timed up to the policy's runs, for a stable median.
   Status finish_timing(size_t begin, size_t end);
@@ -1071,18 +1072,15 @@ int TuneRun::first_timing_runs() const {
   return std::min(kFirstTimedRuns, std::max(policy_.timed_runs, 1));
 }
 
-Status TuneRun::prepare_and_time(Entry& e, int runs, float cutoff_ms, bool first) {
+StatusOr<std::vector<float>> TuneRun::prepare_and_time(Entry& e, Plan& plan, int runs,
+                                                       float cutoff_ms, bool first) {
   // Held until the timing has synchronized and the guards are read back: nothing of this tune
   // is left running on the GPU when another takes its turn.
   MutexLock turn(device_turn(device_.ordinal));
   CONVPLAN_RETURN_IF_ERROR(prepare_run(e));
-  if (e.dropped) return ok_status();
+  if (e.dropped) return std::vector<float>();
   // Timing needs inputs, not pristine ones: they are made again before the first check.
   if (first) inputs_dirty_ = false;
-  return time_runs(e, runs, cutoff_ms);
-}
-
-StatusOr<std::vector<float>> TuneRun::timed_runs(Entry& e, Plan& plan, int runs, float cutoff_ms) {
   auto times = [&] {
     ScopedMs timer(phases_.timing);
     return backend_.time(plan, pointers(), workspace_.payload(), policy_.warmup_runs, runs,
@@ -1120,8 +1118,9 @@ std::string TuneRun::cutoff_text(float cutoff_ms) {
          "x the best median)";
 }
 
-Status TuneRun::time_runs(Entry& e, int runs, float cutoff_ms) {
-  CONVPLAN_ASSIGN_OR_RETURN(std::vector<float> times, timed_runs(e, *e.plan, runs, cutoff_ms));
+Status TuneRun::time_runs(Entry& e, int runs, float cutoff_ms, bool first) {
+  CONVPLAN_ASSIGN_OR_RETURN(std::vector<float> times,
+                            prepare_and_time(e, *e.plan, runs, cutoff_ms, first));
   if (e.dropped) return ok_status();
   add_times(e, times);
   if (cutoff_ms > 0 && times.size() < static_cast<size_t>(runs)) {
@@ -1143,12 +1142,9 @@ StatusOr<bool> TuneRun::past_cutoff_on_part_of_batch(Entry& e, float cutoff_ms) 
   }();
   // The whole batch's timing decides where the part's plan cannot be had.
   if (!plan.ok() || (*plan)->workspace_bytes() > e.result.workspace_bytes) return false;
-  MutexLock turn(device_turn(device_.ordinal));
-  CONVPLAN_RETURN_IF_ERROR(prepare_run(e));
-  if (e.dropped) return true;
-  inputs_dirty_ = false;
   // One run: the warm-up's bound, or the run after it, decides.
-  CONVPLAN_ASSIGN_OR_RETURN(std::vector<float> times, timed_runs(e, **plan, 1, cutoff_ms));
+  CONVPLAN_ASSIGN_OR_RETURN(std::vector<float> times,
+                            prepare_and_time(e, **plan, 1, cutoff_ms, true));
   if (e.dropped) return true;
   if (times.back() <= cutoff_ms) return false;
   add_times(e, times);
@@ -1163,7 +1159,7 @@ Status TuneRun::screen(Entry& e) {
   if (e.dropped) return ok_status();
   const float cutoff = best_median_ > 0 ? static_cast<float>(kCutoffFactor * best_median_) : 0.0f;
   CONVPLAN_ASSIGN_OR_RETURN(bool stopped, past_cutoff_on_part_of_batch(e, cutoff));
-  if (!stopped) CONVPLAN_RETURN_IF_ERROR(prepare_and_time(e, first_timing_runs(), cutoff, true));
+  if (!stopped) CONVPLAN_RETURN_IF_ERROR(time_runs(e, first_timing_runs(), cutoff, true));
   if (e.dropped) return ok_status();
   e.timed = true;
   any_timed_ = true;
@@ -1496,7 +1492,7 @@ Status TuneRun::finish_timing(size_t begin, size_t end) {
       CONVPLAN_RETURN_IF_ERROR(admit(e));
       if (e.dropped) continue;
     }
-    CONVPLAN_RETURN_IF_ERROR(prepare_and_time(e, more, 0.0f, false));
+    CONVPLAN_RETURN_IF_ERROR(time_runs(e, more, 0.0f, false));
   }
   return ok_status();
 }
