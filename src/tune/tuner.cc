@@ -1155,6 +1155,12 @@ StatusOr<bool> TuneRun::past_cutoff_on_part_of_batch(Entry& e, float cutoff_ms) 
 }
 
 Status TuneRun::screen(Entry& e) {
+  // A candidate whose kernel never finishes (or whose build never returns) stops the tune with no
+  // line of its own at level 2, which reports candidates when they are done: level 3 names it.
+  if (policy_.verbose >= 3) {
+    say("  " + e.candidate.config.to_string() + " [" + to_string(e.source) + " rank " +
+        std::to_string(e.candidate.rank) + "]: starting");
+  }
   CONVPLAN_RETURN_IF_ERROR(admit(e));
   if (e.dropped) return ok_status();
   const float cutoff = best_median_ > 0 ? static_cast<float>(kCutoffFactor * best_median_) : 0.0f;
@@ -1315,8 +1321,13 @@ void TuneRun::compile_wave(const std::vector<Entry*>& wave) {
     return;
   }
   if (policy_.verbose >= 2) {
+    std::string names;
+    for (const Entry* e : wave) {
+      if (policy_.verbose >= 3)
+        names += (names.empty() ? ": " : ", ") + e->candidate.config.to_string();
+    }
     say("compiling " + std::to_string(wave.size()) + " runtime-compiled candidates on " +
-        std::to_string(handles.size()) + " threads");
+        std::to_string(handles.size()) + " threads" + names);
   }
   // cuDNN does not promise that one handle may finalize plans from several threads at once, so
   // each thread builds on a handle of its own; the plan then comes to handle_ as a JSON clone

@@ -308,6 +308,32 @@ TEST(ErrataTest, KnownFaultRulesMatchWhereTheFaultWasSeen) {
   ConvProblem wide = *seen;
   wide.c = 8;
   EXPECT_FALSE(any_matches(wide, EngineConfig{71, {}}));
+
+  // Engine 77 on backward-data, every configuration and shape; only there.
+  auto dgrad = parse_problem(
+      "dir:bwd_data,dt:bf16,layout:nhwc/g1mb256ic64ih56iw56oc64oh56ow56kh1kw1sh1sw1ph0pw0");
+  ASSERT_TRUE(dgrad.ok()) << dgrad.status().to_string();
+  EXPECT_TRUE(any_matches(*dgrad, EngineConfig{77, {}}));
+  EXPECT_TRUE(any_matches(*dgrad, EngineConfig{77, {{17, 9}, {24, 0}}}));
+  ConvProblem wgrad = *dgrad;
+  wgrad.direction = Direction::kBackwardFilter;
+  EXPECT_FALSE(any_matches(wgrad, EngineConfig{77, {}}));
+  EXPECT_FALSE(any_matches(*dgrad, EngineConfig{78, {}}));
+
+  // Engine 1 on backward-filter rewritten by s2d2; not plain, not another rewrite or direction.
+  auto stem = parse_problem(
+      "dir:bwd_filter,dt:bf16,layout:nhwc/g1mb256ic3ih224iw224oc64oh112ow112kh7kw7sh2sw2ph3pw3");
+  ASSERT_TRUE(stem.ok()) << stem.status().to_string();
+  EngineConfig s2d2{1, {}};
+  s2d2.rewrite = "s2d2";
+  EXPECT_TRUE(any_matches(*stem, s2d2));
+  EXPECT_FALSE(any_matches(*stem, EngineConfig{1, {}}));
+  EngineConfig other = s2d2;
+  other.rewrite = "s2d2c8";
+  EXPECT_FALSE(any_matches(*stem, other));
+  ConvProblem stem_fwd = *stem;
+  stem_fwd.direction = Direction::kForward;
+  EXPECT_FALSE(any_matches(stem_fwd, s2d2));
 }
 
 TEST(ErrataTest, LoadsRulesFromAFile) {
@@ -466,7 +492,7 @@ TEST_F(PolicyEnvTest, ReadsVerbosity) {
   auto p = read("CONVPLAN_VERBOSE", "2");
   ASSERT_TRUE(p.ok());
   EXPECT_EQ(p->verbose, 2);
-  EXPECT_THAT(error_for("CONVPLAN_VERBOSE", "3"), HasSubstr("0, 1 or 2"));
+  EXPECT_THAT(error_for("CONVPLAN_VERBOSE", "4"), HasSubstr("0, 1, 2 or 3"));
   error_for("CONVPLAN_VERBOSE", "loud");
   error_for("CONVPLAN_VERBOSE", "-1");
 }

@@ -1464,6 +1464,17 @@ TEST_F(TunerTest, VerboseOnePrintsTheChoiceAndTwoEveryCandidate) {
   EXPECT_THAT(err, HasSubstr("rejected: relative error"));
   EXPECT_THAT(err, ::testing::ContainsRegex(
                        "median 2 ms error 0 \\([0-9.e+-]+ ms\\): ok"));  // its wall time
+  EXPECT_THAT(err, ::testing::Not(HasSubstr(": starting")));
+
+  // Level 3 names each candidate before it is built and timed, so a tune that never returns
+  // shows which candidate it was on.
+  policy_.verbose = 3;
+  ::testing::internal::CaptureStderr();
+  tune_ok(small_problem());
+  err = ::testing::internal::GetCapturedStderr();
+  const size_t starting = err.find("eng2 [heuristic_a rank 2]: starting");
+  ASSERT_NE(starting, std::string::npos) << err;
+  EXPECT_LT(starting, err.find("eng2 [heuristic_a rank 2; notes"));
 
   policy_.verbose = 0;
   ::testing::internal::CaptureStderr();
