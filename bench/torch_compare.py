@@ -129,6 +129,15 @@ def bench_totals(doc):
     return (doc or {}).get("totals") or {}
 
 
+def tuning_ratio(compared, tune_ms, first_ms):
+    """convplan's tuning time over PyTorch's first calls, or None where that says nothing: a layer
+    convplan did not run (its tunes failed fast: an exhaustive backward-filter tune whose GPU
+    faulted on the first layer reported 0.27x for 23 failed layers) or no first-call time."""
+    if not first_ms or any(r["convplan"].get("median_ms") is None for r in compared):
+        return None
+    return tune_ms / first_ms
+
+
 def driver_cache_env(mode, tmp, side):
     """The variables that give `side` ("convplan", "torch", ...) the driver compile cache that
     --driver-cache asks for. PyTorch runs after convplan in this process: with a cache shared
@@ -424,7 +433,7 @@ def main(argv):
         "roofline_floor_ms": tot_floor,
         "torch_roofline_share": tot_floor / tot_torch if tot_floor and tot_torch else None,
         "convplan_roofline_share": tot_floor / tot_cp if tot_floor and tot_cp else None,
-        "tuning_ratio": tune_sum / first_sum if first_sum else None,
+        "tuning_ratio": tuning_ratio(compared, tune_sum, first_sum),
         "first_result_ms": bench_totals(cp).get("first_result_ms"),
         "background_first_result_ms": bench_totals(bg).get("first_result_ms"),
     }
@@ -452,8 +461,10 @@ def main(argv):
                         "cp tune ms", "torch %roof", "cp %roof", "convplan engine"],
                 [False, True, True, True, True, True, True, True, True, False])
     ratio = totals["tuning_ratio"]
+    ran = sum(r["convplan"].get("median_ms") is not None for r in compared)
     print(f"tuning: convplan {tune_sum / 1e3:.2f} s vs PyTorch first calls {first_sum / 1e3:.2f} s"
-          f" = {'-' if ratio is None else f'{ratio:.2f}x'}")
+          f" = {'-' if ratio is None else f'{ratio:.2f}x'}"
+          + ("" if ran == len(compared) else f" (convplan ran {ran} of {len(compared)} layers)"))
     if not args.no_background:
         print_table([["first result", fmt(totals["first_result_ms"], 1),
                       fmt(totals["background_first_result_ms"], 1)]],

@@ -30,6 +30,17 @@ def test_torch_compare_reads_set_up_and_first_result_from_the_bench_totals():
     assert tc.bench_totals({"rows": []}) == {}
 
 
+def test_torch_compare_gives_no_tuning_ratio_when_a_convplan_layer_failed():
+    # Regression: 23 layers that failed at once (a GPU fault in the first one's tune) counted as
+    # 1.65 s of tuning against PyTorch's 6.04 s, reported as 0.27x.
+    tc = load("torch_compare")
+    ok = {"convplan": {"median_ms": 0.5}}
+    failed = {"convplan": {"median_ms": None, "error": "CUDA error: illegal address"}}
+    assert tc.tuning_ratio([ok, ok], 1650.0, 6040.0) == 1650.0 / 6040.0
+    assert tc.tuning_ratio([ok, failed], 1650.0, 6040.0) is None
+    assert tc.tuning_ratio([ok], 1650.0, 0) is None
+
+
 def test_torch_compare_passes_prepare_threads_to_convplan_only_when_set():
     import argparse
     tc = load("torch_compare")
