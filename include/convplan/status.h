@@ -17,18 +17,20 @@ namespace convplan {
 
 enum class StatusCode {
   kOk = 0,
-  kInvalidArgument,  // the caller's input is wrong; fix it, do not retry
-  kNotSupported,     // valid, but this engine, backend or build cannot do it
-  kOutOfMemory,      // host or device memory ran out; retry with less
-  kCudnnError,       // cuDNN failed; the message has its status name and its own words
-  kCudaError,        // the CUDA runtime failed
-  kCorruptData,      // stored data (a database, a JSON record) is damaged
-  kNotFound,         // nothing stored under that key
-  kWrongHandle,      // a plan was asked to execute with a handle it was not built with
-  kNoDevice,         // no usable GPU on this machine
-  kIoError,          // a file could not be read or written
-  kInternal,         // a bug in convplan
-  kCancelled,        // stopped on request (a background tune when its cache is destroyed)
+  kInvalidArgument,   // the caller's input is wrong; fix it, do not retry
+  kNotSupported,      // valid, but this engine, backend or build cannot do it
+  kOutOfMemory,       // host or device memory ran out; retry with less
+  kCudnnError,        // cuDNN failed; the message has its status name and its own words
+  kCudaError,         // the CUDA runtime failed
+  kCorruptData,       // stored data (a database, a JSON record) is damaged
+  kNotFound,          // nothing stored under that key
+  kWrongHandle,       // a plan was asked to execute with a handle it was not built with
+  kNoDevice,          // no usable GPU on this machine
+  kIoError,           // a file could not be read or written
+  kInternal,          // a bug in convplan
+  kCancelled,         // stopped on request (a background tune when its cache is destroyed)
+  kDeadlineExceeded,  // a GPU run did not finish in time; it may still be running, and later
+                      // work on its device waits behind it: this process cannot use the device
 };
 
 CONVPLAN_EXPORT const char* status_code_name(StatusCode code);

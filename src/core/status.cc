@@ -17,6 +17,7 @@ const char* status_code_name(StatusCode code) {
     case StatusCode::kIoError: return "I/O error";
     case StatusCode::kInternal: return "internal error";
     case StatusCode::kCancelled: return "cancelled";
+    case StatusCode::kDeadlineExceeded: return "deadline exceeded";
   }
   return "unknown status";
 }

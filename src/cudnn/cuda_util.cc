@@ -2,9 +2,12 @@
 
 #include <cudnn.h>
 
+#include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <mutex>
 #include <string>
+#include <thread>
 
 #include "convplan/cudnn_backend.h"
 #include "cudnn/check.h"
@@ -24,6 +27,39 @@ DeviceGuard::DeviceGuard(int device) {
 
 DeviceGuard::~DeviceGuard() {
   if (switched_) (void)cudaSetDevice(previous_);
+}
+
+namespace {
+std::string seconds_text(double s) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", s);
+  return text;
+}
+}  // namespace
+
+Status wait_for_event(const CudaEvent& event, double deadline_s) {
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point start = Clock::now();
+  for (int polls = 0;; ++polls) {
+    const cudaError_t e = cudaEventQuery(event.get());
+    if (e == cudaSuccess) return ok_status();
+    if (e != cudaErrorNotReady) CONVPLAN_CUDA_CHECK(e);
+    const double waited = std::chrono::duration<double>(Clock::now() - start).count();
+    if (waited > deadline_s) {
+      return Status(StatusCode::kDeadlineExceeded,
+                    "the GPU work before an event did not finish within " +
+                        seconds_text(deadline_s) +
+                        " s; it may never finish, and this process's later work on the device "
+                        "waits behind it");
+    }
+    // Spin for the short runs that most timing is made of, then sleep: a run of a second costs
+    // the host no core, and reports at most 0.1 ms late (the time itself comes from events).
+    if (polls < 2000) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+  }
 }
 
 StatusOr<CudaEvent> CudaEvent::create() {

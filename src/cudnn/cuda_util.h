@@ -55,6 +55,11 @@ class CudaDeviceAllocator final : public DeviceAllocator {
   int device_;
 };
 
+// Waits for `event` like cudaEventSynchronize, but at most `deadline_s` seconds: kDeadlineExceeded
+// after that, the work before the event still running. cuDNN 9.19's engine 77 ran backward-data
+// kernels that never finished (issue 21), and a tune that synchronized on them never returned.
+Status wait_for_event(const CudaEvent& event, double deadline_s);
+
 // The device the stream runs on (cudaStreamGetDevice).
 StatusOr<int> device_of_stream(cudaStream_t stream);
 // Name, UUID, compute capability, SMs, L2 and memory of a device, and cudnnGetVersion().

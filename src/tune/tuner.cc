@@ -1086,6 +1086,12 @@ StatusOr<std::vector<float>> TuneRun::prepare_and_time(Entry& e, Plan& plan, int
     return backend_.time(plan, pointers(), workspace_.payload(), policy_.warmup_runs, runs,
                          flush_l2_, cutoff_ms);
   }();
+  // A run that never finished holds the device: every later candidate would wait behind it (and
+  // out its own deadline), so the tune ends here, naming the candidate for an errata rule.
+  if (times.status().code() == StatusCode::kDeadlineExceeded) {
+    return times.status().with_context("timing " + e.candidate.config.to_string() +
+                                       " (CONVPLAN_ERRATA_FILE can leave it out)");
+  }
   if (!times.ok()) {
     drop(e, false, "failed to time", "failed to time: " + times.status().to_string());
     return std::vector<float>();

@@ -40,6 +40,7 @@
 
 #include "convplan/cudnn_backend.h"
 #include "convplan/reference.h"
+#include "cudnn/cuda_util.h"
 #include "cudnn/plan.h"
 #include "support/gpu.h"
 
@@ -1255,6 +1256,34 @@ TEST_F(CudnnEngines, EveryHeuristicModeOffersABuildableFirstChoice) {
     }
     EXPECT_TRUE(built) << "source " << static_cast<int>(s);
   }
+}
+
+// The tuner's timing waits for its events with a deadline (a kernel of cuDNN 9.19's engine 77 never
+// finished, and the tune never returned): past it, kDeadlineExceeded while the work still runs; the
+// work, once done, is seen done. A host function that sleeps stands in for the long kernel.
+TEST(CudaEventWait, StopsAtTheDeadlineAndThenSeesTheWorkFinish) {
+  CONVPLAN_REQUIRE_GPU();
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  auto event = cudnn_detail::CudaEvent::create();
+  ASSERT_TRUE(event.ok()) << event.status().to_string();
+  ASSERT_EQ(cudaLaunchHostFunc(
+                stream, [](void*) { std::this_thread::sleep_for(std::chrono::milliseconds(1500)); },
+                nullptr),
+            cudaSuccess);
+  ASSERT_EQ(cudaEventRecord(event->get(), stream), cudaSuccess);
+  const auto start = std::chrono::steady_clock::now();
+  const Status late = cudnn_detail::wait_for_event(*event, 0.2);
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(late.code(), StatusCode::kDeadlineExceeded) << late.to_string();
+  EXPECT_NE(late.message().find("did not finish within 0.2 s"), std::string::npos)
+      << late.message();
+  EXPECT_GE(waited, 0.2);
+  EXPECT_LT(waited, 1.0) << "it waited for the work instead of the deadline";
+  const Status done = cudnn_detail::wait_for_event(*event, 30);
+  EXPECT_TRUE(done.ok()) << done.to_string();
+  EXPECT_EQ(cudaStreamDestroy(stream), cudaSuccess);
 }
 
 }  // namespace

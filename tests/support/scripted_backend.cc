@@ -124,6 +124,10 @@ class ScriptedBackend::ScriptedPlan final : public Plan {
     return s;
   }
 
+  bool never_finishes() const {
+    return behavior_of(engine_, config_) == EngineBehavior::kNeverFinishes;
+  }
+
   float time_per_run() const {
     if (engine_.time_for_batch) return engine_.time_for_batch(problem_.n);
     return engine_.time_for ? engine_.time_for(config_) : engine_.time_ms;
@@ -422,6 +426,9 @@ StatusOr<std::vector<float>> ScriptedBackend::time(Plan& plan, const TensorPoint
   sleep_us(time_delay_us_);
   auto* sp = dynamic_cast<ScriptedPlan*>(&plan);
   if (sp == nullptr) return invalid_argument("not a scripted plan");
+  if (sp->never_finishes()) {
+    return Status(StatusCode::kDeadlineExceeded, "scripted engine's run did not finish");
+  }
   // Each run executes, as on a GPU: a plan that fails, writes out of bounds or runs on a stale
   // handle while timed is caught here too. Timing waits for the work (events synchronized).
   for (int i = 0; i < warmup; ++i) {

@@ -41,6 +41,7 @@ enum class EngineBehavior {
   kWritesPastWorkspace,  // correct, but writes 64 bytes after its workspace
   kFailsToBuild,         // build() returns kNotSupported
   kFailsToExecute,       // execute() returns kCudnnError
+  kNeverFinishes,        // computes, but time() returns kDeadlineExceeded (a kernel that hangs)
 };
 
 struct ScriptedEngine {

@@ -1137,6 +1137,22 @@ TEST_F(TunerTest, KnownFaultsAreNeverRun) {
   EXPECT_EQ(tune_ok(small_problem(Direction::kBackwardData)).config.engine_id, 71);
 }
 
+// A run that never finished (cuDNN 9.19's engine 77 on backward-data) holds the GPU: the tune ends
+// with kDeadlineExceeded naming the candidate, and no candidate after it is timed (each would
+// wait behind it).
+TEST_F(TunerTest, ARunThatNeverFinishesEndsTheTuneNamingTheCandidate) {
+  auto e = basic_engines();
+  e[1].behavior = EngineBehavior::kNeverFinishes;
+  use_engines(e);
+  policy_.mode = TuneMode::kExhaustive;
+  auto r = tune(small_problem());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(r.status().message(),
+              HasSubstr("timing eng1 (CONVPLAN_ERRATA_FILE can leave it out)"));
+  EXPECT_EQ(backend_->timings, 2) << "eng0, then eng1, and nothing after";
+}
+
 TEST_F(TunerTest, WorkspaceAboveTheLimitIsFiltered) {
   policy_.workspace_limit = (1 << 20) - 1;
   const TuningRecord r = tune_ok(small_problem());
