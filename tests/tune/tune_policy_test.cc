@@ -308,6 +308,12 @@ TEST(ErrataTest, KnownFaultRulesMatchWhereTheFaultWasSeen) {
   ConvProblem wide = *seen;
   wide.c = 8;
   EXPECT_FALSE(any_matches(wide, EngineConfig{71, {}}));
+  // Few output channels too: the U-Net's head (32 to 4 channels) faulted as well.
+  auto head = parse_problem("dt:bf16,layout:nhwc/g1mb2ic32id64ih64iw64oc4od64oh64ow64kd1kh1kw1");
+  ASSERT_TRUE(head.ok()) << head.status().to_string();
+  EXPECT_TRUE(any_matches(*head, EngineConfig{71, {}}));
+  head->k = 8;
+  EXPECT_FALSE(any_matches(*head, EngineConfig{71, {}}));
 
   // Engine 77 on backward-data, every configuration and shape; only there.
   auto dgrad = parse_problem(
