@@ -520,6 +520,11 @@ class TuneRun {
   // run's time and is not timed further. True as well when e was dropped. Assumes that no engine
   // runs the whole batch faster than a part of it (a GPU test checks this on ResNet-50 layers).
   StatusOr<bool> past_cutoff_on_part_of_batch(Entry& e, float cutoff_ms);
+  // After a run that did not finish (kDeadlineExceeded): hands this tune's device buffers and
+  // plans to a holder that is never destroyed. cudaFree and the destruction of a plan wait for
+  // the device, which is still running that run: freeing them would hang the caller at the point
+  // where the deadline was meant to return it an error.
+  void abandon_device_state();
   // Early stopping: candidates clearly slower than the fastest keep their first runs; the rest
   // are timed up to the policy's runs, for a stable median.
   Status finish_timing(size_t begin, size_t end);
@@ -590,6 +595,7 @@ class TuneRun {
   std::vector<double> reference_values_;
   std::vector<uint8_t> output_copy_;       // the checked output elements, reused by every candidate
   tune_detail::PostOpInputs post_inputs_;  // bias and residual of a post-op chain
+  std::unique_ptr<Plan> part_plan_;        // past_cutoff_on_part_of_batch's, while it runs
   // Where the tune's wall time went, for CONVPLAN_VERBOSE: heuristics and knob queries, input
   // data and reference, plan builds, validation runs with their checks, timed runs.
   struct Phases {
@@ -1089,6 +1095,7 @@ StatusOr<std::vector<float>> TuneRun::prepare_and_time(Entry& e, Plan& plan, int
   // A run that never finished holds the device: every later candidate would wait behind it (and
   // out its own deadline), so the tune ends here, naming the candidate for an errata rule.
   if (times.status().code() == StatusCode::kDeadlineExceeded) {
+    abandon_device_state();
     return times.status().with_context("timing " + e.candidate.config.to_string() +
                                        " (CONVPLAN_ERRATA_FILE can leave it out)");
   }
@@ -1149,8 +1156,10 @@ StatusOr<bool> TuneRun::past_cutoff_on_part_of_batch(Entry& e, float cutoff_ms) 
   // The whole batch's timing decides where the part's plan cannot be had.
   if (!plan.ok() || (*plan)->workspace_bytes() > e.result.workspace_bytes) return false;
   // One run: the warm-up's bound, or the run after it, decides.
+  part_plan_ = std::move(plan).value();
   CONVPLAN_ASSIGN_OR_RETURN(std::vector<float> times,
-                            prepare_and_time(e, **plan, 1, cutoff_ms, true));
+                            prepare_and_time(e, *part_plan_, 1, cutoff_ms, true));
+  part_plan_.reset();
   if (e.dropped) return true;
   if (times.back() <= cutoff_ms) return false;
   add_times(e, times);
@@ -1158,6 +1167,29 @@ StatusOr<bool> TuneRun::past_cutoff_on_part_of_batch(Entry& e, float cutoff_ms) 
                      std::to_string(problem_.n) + " images a run took " + format_ms(times.back()) +
                      " ms, past " + cutoff_text(cutoff_ms);
   return true;
+}
+
+void TuneRun::abandon_device_state() {
+  struct Abandoned {
+    std::vector<GuardedBuffer> buffers;
+    tune_detail::PostOpInputs post_inputs;
+    std::vector<PlanPtr> plans;
+    std::vector<std::unique_ptr<Plan>> owned_plans;
+  };
+  static Mutex* const mu = new Mutex;
+  static auto* const held = new std::vector<std::unique_ptr<Abandoned>>;  // reachable: no leak
+  auto a = std::make_unique<Abandoned>();
+  for (Tensor& t : tensors_) a->buffers.push_back(std::move(t.buffer));
+  a->buffers.push_back(std::move(workspace_));
+  a->post_inputs = std::move(post_inputs_);
+  for (Entry& e : entries_) {
+    a->plans.push_back(std::move(e.plan));
+    a->owned_plans.push_back(std::move(e.prebuilt_plan));
+  }
+  a->owned_plans.push_back(std::move(part_plan_));
+  buffers_ready_ = false;
+  MutexLock lock(*mu);
+  held->push_back(std::move(a));
 }
 
 Status TuneRun::screen(Entry& e) {

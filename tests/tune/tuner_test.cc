@@ -1140,14 +1140,16 @@ TEST_F(TunerTest, KnownFaultsAreNeverRun) {
 }
 
 // A run that never finished (cuDNN 9.19's engine 77 on backward-data) holds the GPU: the tune ends
-// with kDeadlineExceeded naming the candidate, and no candidate after it is timed (each would
-// wait behind it).
+// with kDeadlineExceeded naming the candidate, no candidate after it is timed (each would wait
+// behind it), and none of the tune's device memory is freed (cudaFree would wait for the device).
 TEST_F(TunerTest, ARunThatNeverFinishesEndsTheTuneNamingTheCandidate) {
   auto e = basic_engines();
   e[1].behavior = EngineBehavior::kNeverFinishes;
   use_engines(e);
   policy_.mode = TuneMode::kExhaustive;
-  auto r = tune(small_problem());
+  RecordingAllocator allocator(backend_->default_allocator(handle_));
+  auto r = tune(small_problem(), {}, &allocator);
+  EXPECT_GE(allocator.live(), 4u) << "x, w, y and the workspace are still held";
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kDeadlineExceeded);
   EXPECT_THAT(r.status().message(),
