@@ -1158,15 +1158,20 @@ Status PlanCache::prepare(int ordinal, std::span<const ConvProblem> problems,
     handles.push_back(std::move(h).value());
   }
   std::atomic<size_t> next{0};
+  std::atomic<bool> stuck{false};  // a run did not finish: the device is still running it
   Mutex mu;
   size_t failed = 0;
   Status first;
   auto work = [&](cudnnHandle_t handle) {
-    for (size_t i = next++; i < problems.size(); i = next++) {
+    for (size_t i = next++; i < problems.size() && !stuck; i = next++) {
       StatusOr<PlanRef> plan = acquire(handle, problems[i], tune);
       if (plan.ok()) continue;
       MutexLock lock(mu);
-      if (failed++ == 0) first = plan.status().with_context(problems[i].to_string());
+      const bool deadline = plan.status().code() == StatusCode::kDeadlineExceeded;
+      if (failed++ == 0 || (deadline && !stuck)) {
+        first = plan.status().with_context(problems[i].to_string());
+      }
+      if (deadline) stuck = true;
     }
     forget_handle(handle);
   };
@@ -1174,6 +1179,14 @@ Status PlanCache::prepare(int ordinal, std::span<const ConvProblem> problems,
   for (size_t t = 1; t < handles.size(); ++t) pool.emplace_back(work, handles[t]->get());
   if (!handles.empty()) work(handles[0]->get());
   for (std::thread& t : pool) t.join();
+  if (stuck) {
+    // cudnnDestroy waits for the device, which still runs what did not finish: the handles are
+    // kept (never destroyed) so that the caller gets the error instead of a hang.
+    static Mutex* const kept_mu = new Mutex;
+    static auto* const kept = new std::vector<std::unique_ptr<OwnedHandle>>;
+    MutexLock lock(*kept_mu);
+    for (auto& h : handles) kept->push_back(std::move(h));
+  }
   if (failed == 0) return ok_status();
   return Status(first.code(), "prepare: " + std::to_string(failed) + " of " +
                                   std::to_string(problems.size()) +

@@ -83,6 +83,22 @@ TEST(PlanCachePrepare, FailuresAreCountedAfterTheOthersWereTuned) {
   EXPECT_EQ(backend->live_handles.load(), 0);
 }
 
+// A run that never finished (kDeadlineExceeded) leaves the device running it: preparing stops
+// taking problems, says so first, and keeps its worker handles, whose destruction would wait for
+// the device.
+TEST(PlanCachePrepare, ARunPastItsDeadlineStopsPreparingAndKeepsTheHandles) {
+  std::vector<ScriptedEngine> engines = basic_engines();
+  for (ScriptedEngine& e : engines) e.behavior = EngineBehavior::kNeverFinishes;
+  auto backend = std::make_shared<ScriptedBackend>(engines);
+  std::unique_ptr<PlanCache> cache = make_cache(backend);
+  const Status s = cache->prepare(0, small_problems(6), 1);
+  EXPECT_EQ(s.code(), StatusCode::kDeadlineExceeded) << s.to_string();
+  EXPECT_NE(s.message().find("prepare: 1 of 6 problems failed; the first: "), std::string::npos)
+      << s.to_string();
+  EXPECT_EQ(backend->timings.load(), 1) << "no tune after the one that did not finish";
+  EXPECT_EQ(backend->live_handles.load(), 1);
+}
+
 TEST(PlanCachePrepare, BadArgumentsNameTheirValueAndTuneNothing) {
   auto backend = std::make_shared<ScriptedBackend>(basic_engines());
   std::unique_ptr<PlanCache> cache = make_cache(backend);

@@ -12,6 +12,7 @@
 #include "convplan/tuning_record.h"
 #include "gpu.h"
 #include "report.h"
+#include "stuck_device.h"
 #include "suite.h"
 
 namespace convplan::cli {
@@ -320,6 +321,7 @@ bool measure_rows(Session& session, const BenchOptions& o, const MeasureOptions&
       }
       return ok_status();
     }();
+    exit_now_if_device_stuck(r.status);
     auto rate = rates.rates.find({p.data_type, p.allow_tensor_cores});
     if (rate != rates.rates.end()) r.floor_ms = roofline_floor_ms(p, rate->second);
     progress.done(i, r);
@@ -454,6 +456,7 @@ void prepare_suite(Session& session, int threads, const std::vector<Row>& rows, 
   const Status s =
       session.cache().prepare(session.device().ordinal, problems, session.policy(), threads);
   timeline.prepare_ms = ms_since(start);
+  exit_now_if_device_stuck(s);
   human << "prepared " << problems.size() << " convolutions on " << threads << " threads in "
         << fixed(timeline.prepare_ms, 1) << " ms" << (s.ok() ? "" : ": " + s.to_string()) << "\n";
 }

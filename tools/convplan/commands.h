@@ -26,7 +26,8 @@ int fail(int code, const std::string& message);
 // "convplan: warning: <message>" on stderr, unless the log level (--quiet, CONVPLAN_LOG_LEVEL)
 // drops warnings.
 void warn(const std::string& message);
-// kExitNoGpu for kNoDevice, kExitFailure for any other error, kExitOk for ok.
+// kExitNoGpu for kNoDevice, kExitFailure for any other error, kExitOk for ok; for
+// kDeadlineExceeded it does not return (exit_now_if_device_stuck).
 int exit_code_for(const Status& s);
 // Reads and checks every CONVPLAN_* variable (the tuning policy, the input size limit, the
 // database's), so that a bad value is a usage error before anything else happens.

@@ -10,6 +10,7 @@
 #include "convplan/log.h"
 #include "convplan/tuning_db.h"
 #include "gpu.h"
+#include "stuck_device.h"
 
 namespace convplan::cli {
 
@@ -32,6 +33,7 @@ ProblemOverrides ProblemFlags::overrides() const {
 }
 
 int exit_code_for(const Status& s) {
+  exit_now_if_device_stuck(s);
   switch (s.code()) {
     case StatusCode::kOk: return kExitOk;
     case StatusCode::kNoDevice: return kExitNoGpu;
