@@ -62,6 +62,12 @@ Status wait_for_event(const CudaEvent& event, double deadline_s) {
   }
 }
 
+Status synchronize_stream(cudaStream_t stream, double deadline_s) {
+  CONVPLAN_ASSIGN_OR_RETURN(CudaEvent done, CudaEvent::create());
+  CONVPLAN_CUDA_CHECK(cudaEventRecord(done.get(), stream));
+  return wait_for_event(done, deadline_s);
+}
+
 StatusOr<CudaEvent> CudaEvent::create() {
   cudaEvent_t e = nullptr;
   CONVPLAN_CUDA_CHECK(cudaEventCreate(&e));

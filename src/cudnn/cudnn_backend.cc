@@ -175,7 +175,7 @@ class CudnnBackend final : public Backend {
     if (bytes == 0) return ok_status();
     CONVPLAN_ASSIGN_OR_RETURN(cudaStream_t stream, stream_of(handle));
     CONVPLAN_CUDA_CHECK(cudaMemsetAsync(dst, byte, bytes, stream));
-    CONVPLAN_CUDA_CHECK(cudaStreamSynchronize(stream));
+    CONVPLAN_RETURN_IF_ERROR(cudnn_detail::synchronize_stream(stream));
     return ok_status();
   }
 
@@ -190,7 +190,7 @@ class CudnnBackend final : public Backend {
     CONVPLAN_RETURN_IF_ERROR(guard.status());
     CONVPLAN_CUDA_CHECK(
         cudnn_detail::enqueue_fill_hashed(stream, dst, static_cast<int>(type), elements, seed));
-    CONVPLAN_CUDA_CHECK(cudaStreamSynchronize(stream));
+    CONVPLAN_RETURN_IF_ERROR(cudnn_detail::synchronize_stream(stream));
     return ok_status();
   }
 
@@ -258,11 +258,6 @@ class CudnnBackend final : public Backend {
     DeviceBuffer buffer;
   };
 
-  // A timed run (or the warm-up runs before it) not done after this long never will be, as far as
-  // tuning goes: the slowest candidates that finished took about 1 s a run (engine 0, ResNet-50's
-  // backward-filter at batch 256 on an H100), and the exhaustive budget is 10 s a problem.
-  static constexpr double kRunDeadlineSeconds = 60;
-
   // One run of `plan` between two events on `stream`: the milliseconds between them, and, when
   // host_ms is given, the host's time spent recording them and launching the run. Less that host
   // time, the event time is a lower bound of the run's device time, as the GPU may have waited
@@ -281,7 +276,8 @@ class CudnnBackend final : public Backend {
     if (host_ms != nullptr) {
       *host_ms = std::chrono::duration<float, std::milli>(Clock::now() - t0).count();
     }
-    CONVPLAN_RETURN_IF_ERROR(cudnn_detail::wait_for_event(stop, kRunDeadlineSeconds));
+    CONVPLAN_RETURN_IF_ERROR(
+        cudnn_detail::wait_for_event(stop, cudnn_detail::kDeviceDeadlineSeconds));
     float ms = 0;
     CONVPLAN_CUDA_CHECK(cudaEventElapsedTime(&ms, start.get(), stop.get()));
     return ms;
@@ -335,7 +331,7 @@ class CudnnBackend final : public Backend {
     if (bytes == 0) return ok_status();
     CONVPLAN_ASSIGN_OR_RETURN(cudaStream_t stream, stream_of(handle));
     CONVPLAN_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, stream));
-    CONVPLAN_CUDA_CHECK(cudaStreamSynchronize(stream));
+    CONVPLAN_RETURN_IF_ERROR(cudnn_detail::synchronize_stream(stream));
     return ok_status();
   }
 

@@ -31,10 +31,10 @@ StatusOr<int64_t> read_output_on_device(cudaStream_t stream, const void* src,
   const cudaError_t enqueued = enqueue_output_check(
       stream, src, s, elem, scan_poison, offsets.data(), offsets.size(), scratch, dst, &found);
   const cudaError_t freed = cudaFreeAsync(scratch, stream);
-  const cudaError_t synced = cudaStreamSynchronize(stream);  // found and dst are read after it
+  const Status synced = synchronize_stream(stream);  // found and dst are read after it
   CONVPLAN_CUDA_CHECK(enqueued);
   CONVPLAN_CUDA_CHECK(freed);
-  CONVPLAN_CUDA_CHECK(synced);
+  CONVPLAN_RETURN_IF_ERROR(synced);
   return found == kNone ? int64_t{-1} : static_cast<int64_t>(found);
 }
 

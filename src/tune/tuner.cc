@@ -428,6 +428,8 @@ class TuneRun {
         compile_handles_(compile_handles),
         start_(Clock::now()) {}
 
+  // Both leave the tune's device state unfreed after a wait past its deadline (see
+  // abandon_device_state).
   StatusOr<TuningRecord> run();
   // One validation run of the caller's plan, as a candidate's (Tuner::check).
   StatusOr<OutputCheck> check(Plan& plan);
@@ -441,6 +443,13 @@ class TuneRun {
     uint64_t seed = 0;  // its data: hashed_input_value(seed, offset)
   };
 
+  StatusOr<TuningRecord> run_steps();
+  StatusOr<OutputCheck> check_steps(Plan& plan);
+  template <typename T>
+  StatusOr<T> abandon_if_stuck(StatusOr<T> result) {
+    if (result.status().code() == StatusCode::kDeadlineExceeded) abandon_device_state();
+    return result;
+  }
   Status gather_candidates();
   // Heuristics B's candidates, timed, where limited mode left them for later; the new end.
   StatusOr<size_t> add_second_list(size_t end);
@@ -1095,7 +1104,6 @@ StatusOr<std::vector<float>> TuneRun::prepare_and_time(Entry& e, Plan& plan, int
   // A run that never finished holds the device: every later candidate would wait behind it (and
   // out its own deadline), so the tune ends here, naming the candidate for an errata rule.
   if (times.status().code() == StatusCode::kDeadlineExceeded) {
-    abandon_device_state();
     return times.status().with_context("timing " + e.candidate.config.to_string() +
                                        " (CONVPLAN_ERRATA_FILE can leave it out)");
   }
@@ -1733,7 +1741,11 @@ void TuneRun::report(const Entry& e, const char* phase, double wall_ms) const {
   say(line + " (" + format_ms(wall_ms) + " ms): " + what);
 }
 
-StatusOr<TuningRecord> TuneRun::run() {
+StatusOr<TuningRecord> TuneRun::run() { return abandon_if_stuck(run_steps()); }
+
+StatusOr<OutputCheck> TuneRun::check(Plan& plan) { return abandon_if_stuck(check_steps(plan)); }
+
+StatusOr<TuningRecord> TuneRun::run_steps() {
   CONVPLAN_ASSIGN_OR_RETURN(device_, backend_.device_of(handle_));
   {
     ScopedMs timer(phases_.candidates);
@@ -1820,7 +1832,7 @@ TuningRecord TuneRun::make_record(Entry& chosen) {
   return record;
 }
 
-StatusOr<OutputCheck> TuneRun::check(Plan& plan) {
+StatusOr<OutputCheck> TuneRun::check_steps(Plan& plan) {
   CONVPLAN_ASSIGN_OR_RETURN(device_, backend_.device_of(handle_));
   Entry e;
   e.evaluated = true;

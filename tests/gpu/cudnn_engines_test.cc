@@ -1283,6 +1283,14 @@ TEST(CudaEventWait, StopsAtTheDeadlineAndThenSeesTheWorkFinish) {
   EXPECT_LT(waited, 1.0) << "it waited for the work instead of the deadline";
   const Status done = cudnn_detail::wait_for_event(*event, 30);
   EXPECT_TRUE(done.ok()) << done.to_string();
+  // The same through synchronize_stream (the tuner's uploads, fills and reads).
+  ASSERT_EQ(cudaLaunchHostFunc(
+                stream, [](void*) { std::this_thread::sleep_for(std::chrono::milliseconds(1500)); },
+                nullptr),
+            cudaSuccess);
+  EXPECT_EQ(cudnn_detail::synchronize_stream(stream, 0.2).code(), StatusCode::kDeadlineExceeded);
+  const Status synced = cudnn_detail::synchronize_stream(stream);
+  EXPECT_TRUE(synced.ok()) << synced.to_string();
   EXPECT_EQ(cudaStreamDestroy(stream), cudaSuccess);
 }
 
