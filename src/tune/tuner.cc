@@ -1370,10 +1370,10 @@ void TuneRun::compile_wave(const std::vector<Entry*>& wave) {
     return;
   }
   if (policy_.verbose >= 2) {
-    std::string names;
+    std::string names;  // level 3: which, so that a compilation that never returns shows
     for (const Entry* e : wave) {
-      if (policy_.verbose >= 3)
-        names += (names.empty() ? ": " : ", ") + e->candidate.config.to_string();
+      if (policy_.verbose < 3) break;
+      names += (names.empty() ? ": " : ", ") + e->candidate.config.to_string();
     }
     say("compiling " + std::to_string(wave.size()) + " runtime-compiled candidates on " +
         std::to_string(handles.size()) + " threads" + names);
