@@ -84,9 +84,10 @@ CONVPLAN_EXPORT StatusOr<std::vector<ErrataRule>> parse_errata_rules(std::string
 // Reads a rules file: kIoError when it cannot be opened or read; kInvalidArgument when it is not
 // a regular file (a FIFO, a device) or is larger than max_input_bytes() (input_limits.h).
 CONVPLAN_EXPORT StatusOr<std::vector<ErrataRule>> load_errata_file(const std::string& path);
-// Candidates that faulted on the GPU when convplan ran them: a kernel fault is a sticky CUDA
-// error, after which nothing more can run on the device in that process, so the tuner never runs
-// these (as it never runs what CONVPLAN_ERRATA_FILE names). Each rule's id names what was seen.
+// Candidates that faulted or never finished on the GPU when convplan ran them: a kernel fault is a
+// sticky CUDA error, and a kernel that never finishes holds the device, so that nothing more can
+// run on it in that process; the tuner never runs these (as it never runs what
+// CONVPLAN_ERRATA_FILE names). Each rule's id names what was seen.
 CONVPLAN_EXPORT const std::vector<ErrataRule>& known_fault_rules();
 
 struct CONVPLAN_EXPORT TunePolicy {

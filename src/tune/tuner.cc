@@ -354,6 +354,12 @@ bool is_runtime_compiled(const Entry& e) {
   return (e.candidate.notes & kNoteRuntimeCompilation) != 0;
 }
 
+// "  <config> [<source> rank N": how CONVPLAN_VERBOSE's lines about a candidate begin.
+std::string verbose_head(const Entry& e) {
+  return "  " + e.candidate.config.to_string() + " [" + to_string(e.source) + " rank " +
+         std::to_string(e.candidate.rank);
+}
+
 // Why candidates were dropped, counted by label in the order first seen, for the error message.
 class DropSummary {
  public:
@@ -1206,10 +1212,7 @@ void TuneRun::abandon_device_state() {
 Status TuneRun::screen(Entry& e) {
   // A candidate whose kernel never finishes (or whose build never returns) stops the tune with no
   // line of its own at level 2, which reports candidates when they are done: level 3 names it.
-  if (policy_.verbose >= 3) {
-    say("  " + e.candidate.config.to_string() + " [" + to_string(e.source) + " rank " +
-        std::to_string(e.candidate.rank) + "]: starting");
-  }
+  if (policy_.verbose >= 3) say(verbose_head(e) + "]: starting");
   CONVPLAN_RETURN_IF_ERROR(admit(e));
   if (e.dropped) return ok_status();
   const float cutoff = best_median_ > 0 ? static_cast<float>(kCutoffFactor * best_median_) : 0.0f;
@@ -1734,8 +1737,7 @@ std::vector<std::string> TuneRun::rewrites_near_best() const {
 void TuneRun::report(const Entry& e, const char* phase, double wall_ms) const {
   if (policy_.verbose < 2 || !e.evaluated) return;
   const CandidateResult& r = e.result;
-  std::string line = "  " + r.config.to_string() + " [" + to_string(e.source) + " rank " +
-                     std::to_string(r.rank) + "; notes " +
+  std::string line = verbose_head(e) + "; notes " +
                      (r.notes == 0 ? std::string("none") : notes_to_string(r.notes)) +
                      "; workspace " + std::to_string(r.workspace_bytes) + " B]";
   if (r.median_ms >= 0) line += " median " + format_ms(r.median_ms) + " ms";

@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "commands.h"
+
 namespace convplan::cli {
 
 void exit_now_if_device_stuck(const Status& s) {
@@ -12,7 +14,7 @@ void exit_now_if_device_stuck(const Status& s) {
                "cleanup\n",
                s.to_string().c_str());
   std::fflush(stderr);
-  std::_Exit(1);  // kExitFailure; no destructors, no atexit handlers
+  std::_Exit(kExitFailure);  // no destructors, no atexit handlers
 }
 
 }  // namespace convplan::cli
