@@ -163,7 +163,13 @@ constexpr double kKeepPlanFactor = 1.5;
 // Limited mode compiles candidates at run time only when the best precompiled one takes at least
 // this long (a compilation costs 0.2-1.2 s, which a faster kernel of a short convolution never
 // pays back; issue 21 caps tuning a convolution under 0.1 ms at 0.2 s), and, when a roofline floor
-// is known, is further than this factor from it.
+// is known, is further than this factor from it. Exhaustive mode applies the floor's rule to the
+// runtime-compiled candidates that no heuristic ranks (the exhaustive list's): on ResNet-50's
+// backward-filter at b256 engines 19, 69 and 70 compiled on every layer, 0.5-2.2 s each alone and
+// 4-8 s each with 8 problems at once (the compilations largely serialized: the process used 3 of
+// 16 cores), and ran 1-1350 ms against the winners' 0.05-0.56 ms; the tuning took 3.1x PyTorch's
+// first calls (H100, issue 21). Forward's engine 72, unranked too, won layers whose precompiled
+// best was further from the floor.
 constexpr double kRuntimeCompileMinMs = 0.1;
 constexpr double kNearRooflineFactor = 1.25;
 // Problems checked on a sample of output elements: multiply-adds the sample may cost on the
@@ -492,6 +498,10 @@ class TuneRun {
   // Exhaustive: whether knob combination `e` waits because its engine is far behind the others
   // (kKnobVariantFactor); if so, marks it not tried and says why.
   bool defer_far_knob_variant(Entry& e);
+  // Exhaustive: whether runtime-compiled `e`, which no heuristic ranks, waits because the best so
+  // far is within kNearRooflineFactor of the roofline floor; if so, marks it not tried and says
+  // why.
+  bool defer_unranked_compile_near_roofline(Entry& e);
   // Exhaustive: after `wave` (runtime-compiled, timed) held a knob combination and did not improve
   // on `best_before`, the combinations in todo[next..] are not compiled.
   void stop_knob_variants(const std::vector<Entry*>& todo, size_t next,
@@ -1336,6 +1346,18 @@ bool TuneRun::defer_far_knob_variant(Entry& e) {
   return true;
 }
 
+bool TuneRun::defer_unranked_compile_near_roofline(Entry& e) {
+  if (policy_.mode == TuneMode::kLimited || last_resort_ ||
+      e.source != CandidateSource::kAllEngines || best_median_ <= 0 || !options_.roofline_floor_ms)
+    return false;
+  const double floor = options_.roofline_floor_ms(problem_);
+  if (floor <= 0 || best_median_ > kNearRooflineFactor * floor) return false;
+  e.deferred = "no heuristic ranks it and the best so far takes " + format_ms(best_median_) +
+               " ms, within " + format_ms(kNearRooflineFactor) + "x of the roofline floor of " +
+               format_ms(floor) + " ms: not worth a compilation (exhaustive mode)";
+  return true;
+}
+
 void TuneRun::stop_knob_variants(const std::vector<Entry*>& todo, size_t next,
                                  const std::vector<Entry*>& wave, double best_before) {
   if (std::none_of(wave.begin(), wave.end(), [](const Entry* e) { return e->knob_variant; }))
@@ -1387,12 +1409,15 @@ void TuneRun::compile_wave(const std::vector<Entry*>& wave) {
   struct Built {
     Status build;
     std::string json;
+    double ms = 0;  // the build's own time, for level 3
   };
   std::vector<Built> built(wave.size());
   std::atomic<size_t> next{0};
   auto work = [&](cudnnHandle_t h) {
     for (size_t i = next++; i < wave.size(); i = next++) {
+      const Clock::time_point t0 = Clock::now();
       StatusOr<std::unique_ptr<Plan>> plan = backend_.build(h, problem_, wave[i]->candidate.config);
+      built[i].ms = ms_since(t0);
       if (!plan.ok()) {
         built[i].build = plan.status();
         continue;
@@ -1409,6 +1434,14 @@ void TuneRun::compile_wave(const std::vector<Entry*>& wave) {
     for (std::thread& t : pool) t.join();
   }
   compile_handles_->give_back(device_.ordinal, std::move(handles));
+  if (policy_.verbose >= 3) {  // which compilations cost the wave's time, and which failed
+    std::string times;
+    for (size_t i = 0; i < wave.size(); ++i) {
+      times += (i == 0 ? "" : ", ") + wave[i]->candidate.config.to_string() + " " +
+               format_ms(built[i].ms) + " ms" + (built[i].build.ok() ? "" : " (failed)");
+    }
+    say("compiled: " + times);
+  }
   ScopedMs timer(phases_.build);
   for (size_t i = 0; i < wave.size(); ++i) {
     Entry& e = *wave[i];
@@ -1458,7 +1491,9 @@ Status TuneRun::screen_runtime_compiled(size_t begin, size_t end, bool budgeted)
     std::vector<Entry*> wave;  // those the filters let through: only they are built
     std::vector<Entry*> all;
     for (; next < todo.size() && all.size() < size; ++next) {
-      if (!todo[next]->deferred.empty() || defer_far_knob_variant(*todo[next])) continue;
+      if (!todo[next]->deferred.empty() || defer_far_knob_variant(*todo[next]) ||
+          defer_unranked_compile_near_roofline(*todo[next]))
+        continue;
       all.push_back(todo[next]);
       std::string label, outcome;
       if (!filtered(todo[next]->candidate.config, todo[next]->candidate.notes, label, outcome))

@@ -1036,6 +1036,35 @@ TEST_F(TunerTest, LimitedModeSkipsRuntimeCompilationNearTheRooflineFloor) {
   EXPECT_EQ(tune_ok(small_problem(), options).config.engine_id, 1);
 }
 
+// Exhaustive mode compiles a candidate that no heuristic ranks only while the best so far is
+// further than 1.25x from the roofline floor (issue 21: engines 19, 69 and 70 compiled on every
+// backward-filter layer of ResNet-50 and never came near); a ranked one is always compiled.
+TEST_F(TunerTest, ExhaustiveCompilesUnrankedCandidatesOnlyFarFromTheRooflineFloor) {
+  std::vector<ScriptedEngine> e(3);
+  e[0].id = 0;  // precompiled, ranked
+  e[0].time_ms = 0.5f;
+  e[1].id = 72;  // compiled at run time, ranked
+  e[1].time_ms = 0.45f;
+  e[1].notes = kNoteRuntimeCompilation;
+  e[2].id = 19;  // compiled at run time, in the exhaustive list alone: the fastest
+  e[2].time_ms = 0.4f;
+  e[2].notes = kNoteRuntimeCompilation;
+  e[2].in_heuristics = false;
+  use_engines(e);
+  policy_.mode = TuneMode::kExhaustive;
+  TunerOptions options;
+  options.roofline_floor_ms = [](const ConvProblem&) { return 0.42; };  // 0.5 is near it
+  const TuningRecord near = tune_ok(small_problem(), options);
+  EXPECT_EQ(near.config.engine_id, 72);
+  EXPECT_EQ(outcome(near, 19),
+            "not tried: no heuristic ranks it and the best so far takes 0.5 ms, within 1.25x of "
+            "the roofline floor of 0.42 ms: not worth a compilation (exhaustive mode)");
+
+  options.roofline_floor_ms = [](const ConvProblem&) { return 0.1; };  // far from it: compiled
+  EXPECT_EQ(tune_ok(small_problem(), options).config.engine_id, 19);
+  EXPECT_EQ(tune_ok(small_problem()).config.engine_id, 19);  // no floor known: compiled
+}
+
 TEST_F(TunerTest, SkippedRuntimeCompiledCandidatesAreTriedWhenNoPrecompiledOnePasses) {
   auto e = short_convolution_engines(0.05f);
   e[0].behavior = EngineBehavior::kWrongResult;

@@ -101,23 +101,11 @@ StatusOr<std::unique_ptr<Session>> Session::open(const SessionOptions& options) 
   cache_options.backend = s->backend_;
   cache_options.policy = s->policy_;
   cache_options.database = s->db_;
-  if (s->db_ != nullptr) {
-    // The tuner's limited mode skips runtime compilation near the roofline floor; the floor comes
-    // from rates kept in the database (never measured during a tune). A weak reference: the
-    // cache, and with it the tuner, is destroyed before db_.
-    cache_options.tuner.roofline_floor_ms = [db = s->db_.get(),
-                                             model = s->device_.model_key()](const ConvProblem& p) {
-      auto copy = db->find_device_rate(model, "copy_gbps");
-      auto matrix =
-          db->find_device_rate(model, std::string("matrix_tflops:") + to_string(p.data_type) +
-                                          (p.allow_tensor_cores ? ":tc" : ":notc"));
-      if (!copy.ok() || !matrix.ok()) return -1.0;
-      Rates rates;
-      rates.copy_gbps = copy->value;
-      rates.matrix_tflops = matrix->value;
-      return roofline_floor_ms(p, rates);
-    };
-  }
+  // The tuner skips some runtime compilation near the roofline floor; the floor comes from the
+  // rates this session measured (before any tune) or else those kept in the database (never
+  // measured during a tune). The cache, and with it the tuner, is destroyed before db_.
+  cache_options.tuner.roofline_floor_ms =
+      roofline_floor_source(s->rates_, s->db_.get(), s->device_.model_key());
   CONVPLAN_ASSIGN_OR_RETURN(s->cache_, PlanCache::create(std::move(cache_options)));
   return s;
 }
@@ -326,8 +314,7 @@ StatusOr<Rates> RateSource::rates_for(Session& session, const ConvProblem& probl
     const std::pair<DataType, bool> key{problem.data_type, problem.allow_tensor_cores};
     auto it = matrix_.find(key);
     if (it == matrix_.end()) {
-      const std::string name =
-          std::string("matrix_tflops:") + to_string(key.first) + (key.second ? ":tc" : ":notc");
+      const std::string name = matrix_rate_name(key.first, key.second);
       CONVPLAN_ASSIGN_OR_RETURN(
           auto rate, kept_rate(session, name, [&]() -> StatusOr<std::pair<double, std::string>> {
             CONVPLAN_ASSIGN_OR_RETURN(auto measured,
@@ -340,6 +327,9 @@ StatusOr<Rates> RateSource::rates_for(Session& session, const ConvProblem& probl
     r.matrix_tflops = it->second.first;
     r.matrix_source = it->second.second;
   }
+  session.remember_rate("copy_gbps", r.copy_gbps);
+  session.remember_rate(matrix_rate_name(problem.data_type, problem.allow_tensor_cores),
+                        r.matrix_tflops);
   return r;
 }
 

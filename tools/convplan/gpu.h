@@ -22,6 +22,7 @@
 #include "convplan/status.h"
 #include "convplan/tune_policy.h"
 #include "convplan/tuning_db.h"
+#include "known_rates.h"
 #include "report.h"
 
 namespace convplan::cli {
@@ -53,6 +54,9 @@ class Session {
   const std::string& db_path() const { return db_path_; }
   const DbOpenReport* db_report() const { return db_ ? &db_->report() : nullptr; }
   TuningDatabase* database() { return db_.get(); }  // null when off
+  // A rate of the machine this session measured or was given. The tuner's roofline floor reads
+  // these before the database's, so that it has one with the database off.
+  void remember_rate(const std::string& name, double value) { rates_->put(name, value); }
 
  private:
   Session(CudnnContext context, std::shared_ptr<Backend> backend);
@@ -63,6 +67,7 @@ class Session {
   TunePolicy policy_;
   DeviceInfo device_;
   std::string db_path_;
+  std::shared_ptr<KnownRates> rates_ = std::make_shared<KnownRates>();
 };
 
 // The tensors of a problem in device memory, each at least as large as asked: x, w, y, and the
