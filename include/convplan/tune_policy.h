@@ -104,7 +104,8 @@ struct CONVPLAN_EXPORT TunePolicy {
   int warmup_runs = 1;
   int timed_runs = 5;    // median of these
   bool validate = true;  // compare candidates' outputs with a reference
-  int verbose = 0;       // CONVPLAN_VERBOSE: 0, 1, 2 or 3 (3: each candidate as it starts)
+  // CONVPLAN_VERBOSE: 0, 1, 2 or 3 (3: each candidate as it starts, each compilation's time).
+  int verbose = 0;
   // Threads that compile runtime-compiled candidates at once, each on a cuDNN handle of its own
   // (0: min(4, hardware threads); 1: one after another on the tune's handle). Changes the tuning
   // time only, never the choice. CONVPLAN_COMPILE_THREADS (0..64).
