@@ -523,7 +523,12 @@ class TuneRun {
   }
   // Limited mode: whether compiling candidates at run time can pay for itself, given the best
   // precompiled median (and the roofline floor, when TunerOptions gives one); else `why` not.
-  bool runtime_compilation_pays(std::string& why) const;
+  bool runtime_compilation_pays(std::string& why);
+  // When the best median so far is within kNearRooflineFactor of the problem's roofline floor:
+  // "takes X ms, within 1.25x of the roofline floor of Y ms"; else "" (also when no floor is
+  // known). The floor is asked of TunerOptions once per tune (the CLI's may read the tuning
+  // database).
+  std::string near_roofline_floor();
   // The phases of one candidate. Each may drop it (Entry::dropped), which is not an error; an
   // error Status means the tune itself cannot go on (the tensors could not be made, say).
   Status admit(Entry& e);        // filters, build, workspace limits: sets e.plan
@@ -607,7 +612,8 @@ class TuneRun {
   DropSummary summary_;
   bool any_timed_ = false;
   double best_median_ = -1;
-  int64_t oom_floor_ = -1;  // smallest workspace whose allocation failed; -1: none
+  std::optional<double> roofline_floor_;  // near_roofline_floor's; -1: none known
+  int64_t oom_floor_ = -1;                // smallest workspace whose allocation failed; -1: none
   bool flush_l2_ = false;
 
   bool buffers_ready_ = false;
@@ -1348,13 +1354,12 @@ bool TuneRun::defer_far_knob_variant(Entry& e) {
 
 bool TuneRun::defer_unranked_compile_near_roofline(Entry& e) {
   if (policy_.mode == TuneMode::kLimited || last_resort_ ||
-      e.source != CandidateSource::kAllEngines || best_median_ <= 0 || !options_.roofline_floor_ms)
+      e.source != CandidateSource::kAllEngines)
     return false;
-  const double floor = options_.roofline_floor_ms(problem_);
-  if (floor <= 0 || best_median_ > kNearRooflineFactor * floor) return false;
-  e.deferred = "no heuristic ranks it and the best so far takes " + format_ms(best_median_) +
-               " ms, within " + format_ms(kNearRooflineFactor) + "x of the roofline floor of " +
-               format_ms(floor) + " ms: not worth a compilation (exhaustive mode)";
+  const std::string near = near_roofline_floor();
+  if (near.empty()) return false;
+  e.deferred = "no heuristic ranks it and the best so far " + near +
+               ": not worth a compilation (exhaustive mode)";
   return true;
 }
 
@@ -1523,7 +1528,7 @@ Status TuneRun::screen_runtime_compiled(size_t begin, size_t end, bool budgeted)
   return ok_status();
 }
 
-bool TuneRun::runtime_compilation_pays(std::string& why) const {
+bool TuneRun::runtime_compilation_pays(std::string& why) {
   if (policy_.mode != TuneMode::kLimited || best_median_ < 0) return true;
   if (best_median_ < kRuntimeCompileMinMs) {
     why = "the best precompiled candidate takes " + format_ms(best_median_) + " ms < " +
@@ -1532,14 +1537,22 @@ bool TuneRun::runtime_compilation_pays(std::string& why) const {
           "could save (limited mode)";
     return false;
   }
-  const double floor = options_.roofline_floor_ms ? options_.roofline_floor_ms(problem_) : -1;
-  if (floor > 0 && best_median_ <= kNearRooflineFactor * floor) {
-    why = "the best precompiled candidate takes " + format_ms(best_median_) + " ms, within " +
-          format_ms(kNearRooflineFactor) + "x of the roofline floor of " + format_ms(floor) +
-          " ms (limited mode)";
+  const std::string near = near_roofline_floor();
+  if (!near.empty()) {
+    why = "the best precompiled candidate " + near + " (limited mode)";
     return false;
   }
   return true;
+}
+
+std::string TuneRun::near_roofline_floor() {
+  if (!roofline_floor_) {
+    roofline_floor_ = options_.roofline_floor_ms ? options_.roofline_floor_ms(problem_) : -1;
+  }
+  const double floor = *roofline_floor_;
+  if (floor <= 0 || best_median_ <= 0 || best_median_ > kNearRooflineFactor * floor) return "";
+  return "takes " + format_ms(best_median_) + " ms, within " + format_ms(kNearRooflineFactor) +
+         "x of the roofline floor of " + format_ms(floor) + " ms";
 }
 
 Status TuneRun::time_range(size_t begin, size_t end, bool budgeted) {
