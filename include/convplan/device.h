@@ -19,15 +19,11 @@ struct CONVPLAN_EXPORT DeviceInfo {
   int64_t l2_bytes = 0;
   int64_t memory_bytes = 0;
   int64_t cudnn_version = 0;  // cudnnGetVersion(), e.g. 91900
-  int clock_khz = 0;          // the SMs' peak clock (cudaDevAttrClockRate); 0: unknown
 
   // What makes tuning results transferable: devices with equal model keys share tuning records
   // (name, compute capability, SM count, cuDNN version; not the ordinal, UUID or memory size).
   // "NVIDIA H200|sm90|sms132|cudnn91900"
   std::string model_key() const;
-  // The FP32 multiply-add peak in TFLOP/s: 2 x SMs x FP32 lanes per SM x the peak clock. 0 where
-  // the clock or the architecture's lanes per SM are unknown.
-  double fp32_peak_tflops() const;
   bool operator==(const DeviceInfo&) const = default;
 };
 

@@ -66,18 +66,6 @@ std::string DeviceInfo::model_key() const {
          std::to_string(sm_count) + "|cudnn" + std::to_string(cudnn_version);
 }
 
-double DeviceInfo::fp32_peak_tflops() const {
-  // FP32 multiply-adds per clock per SM, from the throughput table of the CUDA C++ Programming
-  // Guide ("Arithmetic Instructions"): 64 on 6.0, 7.x and 8.0; 128 on 5.x, 6.1, 6.2 and 8.6-12.x.
-  int lanes = 0;
-  if (cc_major == 5 || (cc_major == 6 && cc_minor != 0) || (cc_major == 8 && cc_minor >= 6) ||
-      (cc_major >= 9 && cc_major <= 12))
-    lanes = 128;
-  else if (cc_major == 6 || cc_major == 7 || cc_major == 8)
-    lanes = 64;
-  return 2.0 * lanes * sm_count * clock_khz * 1e3 / 1e12;
-}
-
 std::string record_key_text(std::string_view device_model, std::string_view problem,
                             std::string_view policy, std::string_view library_version,
                             int tuner_format) {

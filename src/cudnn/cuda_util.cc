@@ -144,8 +144,6 @@ StatusOr<DeviceInfo> query_device(int device) {
   d.l2_bytes = props.l2CacheSize;
   d.memory_bytes = static_cast<int64_t>(props.totalGlobalMem);
   d.cudnn_version = static_cast<int64_t>(cudnnGetVersion());
-  // cudaDeviceProp lost clockRate in CUDA 13; the attribute remains.
-  CONVPLAN_CUDA_CHECK(cudaDeviceGetAttribute(&d.clock_khz, cudaDevAttrClockRate, device));
   return d;
 }
 

@@ -172,16 +172,6 @@ constexpr double kKeepPlanFactor = 1.5;
 // best was further from the floor.
 constexpr double kRuntimeCompileMinMs = 0.1;
 constexpr double kNearRooflineFactor = 1.25;
-// A candidate with none of these notes computes the convolution's own multiply-adds on the FP32
-// units, so it cannot take less than flops / the device's FP32 peak: once the best so far is
-// faster than that it cannot win and is not tried. On bf16 ResNet-50 backward-filter at b32 the
-// runtime-compiled engine 19 (notes: runtime_compilation alone) ran 6-58 ms against winners of
-// 0.02-0.1 ms, after 1.3-6.5 s of compilation on every layer (H100, issue 21). The peak counts
-// 1.5x the reported peak clock: boards may boost past it, and the bound must stay a bound.
-constexpr uint32_t kNotesBeyondFp32Peak = kNoteTensorCore | kNoteFft | kNoteWinograd |
-                                          kNoteWinogradTile4x4 | kNoteWinogradTile6x6 |
-                                          kNoteWinogradTile13x13;
-constexpr double kFp32PeakMargin = 1.5;
 // Problems checked on a sample of output elements: multiply-adds the sample may cost on the
 // host (about 0.1-0.3 s), and the bounds on its size.
 constexpr double kSampledReferenceWork = 2e7;
@@ -512,9 +502,6 @@ class TuneRun {
   // far is within kNearRooflineFactor of the roofline floor; if so, marks it not tried and says
   // why.
   bool defer_unranked_compile_near_roofline(Entry& e);
-  // True when e uses no tensor cores and cannot beat the best so far at the FP32 peak
-  // (kNotesBeyondFp32Peak); e.deferred says so.
-  bool defer_below_fp32_peak(Entry& e);
   // Exhaustive: after `wave` (runtime-compiled, timed) held a knob combination and did not improve
   // on `best_before`, the combinations in todo[next..] are not compiled.
   void stop_knob_variants(const std::vector<Entry*>& todo, size_t next,
@@ -626,7 +613,6 @@ class TuneRun {
   bool any_timed_ = false;
   double best_median_ = -1;
   std::optional<double> roofline_floor_;  // near_roofline_floor's; -1: none known
-  std::optional<double> fp32_floor_;      // defer_below_fp32_peak's, in ms; -1: none known
   int64_t oom_floor_ = -1;                // smallest workspace whose allocation failed; -1: none
   bool flush_l2_ = false;
 
@@ -1284,7 +1270,7 @@ Status TuneRun::screen_pass(size_t begin, size_t end, bool budgeted, bool rewrit
     const std::string& group = e.candidate.config.rewrite;
     if (group.empty() == rewritten) continue;
     if (heads_only && timed.count(group) != 0) continue;
-    if (defer_far_knob_variant(e) || defer_below_fp32_peak(e)) continue;
+    if (defer_far_knob_variant(e)) continue;
     if (budgeted) {
       CONVPLAN_ASSIGN_OR_RETURN(bool stop, stop_for_budget(begin, end, e));
       if (stop) {
@@ -1374,24 +1360,6 @@ bool TuneRun::defer_unranked_compile_near_roofline(Entry& e) {
   if (near.empty()) return false;
   e.deferred = "no heuristic ranks it and the best so far " + near +
                ": not worth a compilation (exhaustive mode)";
-  return true;
-}
-
-bool TuneRun::defer_below_fp32_peak(Entry& e) {
-  if (last_resort_ || best_median_ <= 0 || !e.candidate.config.rewrite.empty() ||
-      (e.candidate.notes & kNotesBeyondFp32Peak) != 0)
-    return false;
-  const double peak = kFp32PeakMargin * device_.fp32_peak_tflops();
-  if (!fp32_floor_) {
-    // FP32 arithmetic only: a half-precision compute type would have twice the rate.
-    const bool fp32 = problem_.compute_type == DataType::kFloat;
-    fp32_floor_ = fp32 && peak > 0 ? problem_.flops() / (peak * 1e9) : -1;
-  }
-  if (*fp32_floor_ <= best_median_) return false;
-  e.deferred = "it uses no tensor cores, and the problem's " + format_g(problem_.flops() / 1e9) +
-               " GFLOP take at least " + format_ms(*fp32_floor_) + " ms at " +
-               format_ms(kFp32PeakMargin) + "x the device's FP32 peak, " + format_g(peak) +
-               " TFLOP/s: the best so far takes " + format_ms(best_median_) + " ms";
   return true;
 }
 
@@ -1529,7 +1497,7 @@ Status TuneRun::screen_runtime_compiled(size_t begin, size_t end, bool budgeted)
     std::vector<Entry*> all;
     for (; next < todo.size() && all.size() < size; ++next) {
       if (!todo[next]->deferred.empty() || defer_far_knob_variant(*todo[next]) ||
-          defer_unranked_compile_near_roofline(*todo[next]) || defer_below_fp32_peak(*todo[next]))
+          defer_unranked_compile_near_roofline(*todo[next]))
         continue;
       all.push_back(todo[next]);
       std::string label, outcome;

@@ -112,25 +112,6 @@ TEST(RecordKeyTest, TuningRecordKeyMatchesTheRecordKeyItWasGiven) {
   EXPECT_THAT(to_json(r), ::testing::Not(HasSubstr("tuner_format")));
 }
 
-TEST(DeviceInfoTest, Fp32PeakFromTheSmsLanesAndClock) {
-  DeviceInfo d;
-  d.cc_major = 9;  // H100 SXM: 132 SMs x 128 lanes x 1980 MHz x 2
-  d.sm_count = 132;
-  d.clock_khz = 1'980'000;
-  EXPECT_NEAR(d.fp32_peak_tflops(), 66.9, 0.05);
-  d.cc_major = 8;  // A100: 108 SMs x 64 lanes x 1410 MHz x 2
-  d.sm_count = 108;
-  d.clock_khz = 1'410'000;
-  EXPECT_NEAR(d.fp32_peak_tflops(), 19.49, 0.01);
-  d.cc_minor = 6;  // sm_86 has 128 lanes
-  EXPECT_NEAR(d.fp32_peak_tflops(), 38.98, 0.01);
-  d.cc_major = 3;  // lanes unknown here
-  EXPECT_EQ(d.fp32_peak_tflops(), 0);
-  d.cc_major = 9;
-  d.clock_khz = 0;  // clock unknown
-  EXPECT_EQ(d.fp32_peak_tflops(), 0);
-}
-
 TEST(RecordKeyTest, CudnnVersionOfAModelKey) {
   EXPECT_EQ(cudnn_version_of_model(kModel), 91900);
   EXPECT_EQ(cudnn_version_of_model("d"), std::nullopt);

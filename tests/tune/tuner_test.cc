@@ -1065,58 +1065,6 @@ TEST_F(TunerTest, ExhaustiveCompilesUnrankedCandidatesOnlyFarFromTheRooflineFloo
   EXPECT_EQ(tune_ok(small_problem()).config.engine_id, 19);  // no floor known: compiled
 }
 
-// The bound: 2 x 128 lanes x 1 SM x 100 kHz = 2.56e-5 TFLOP/s, 1.5x that 3.84e-5; the small
-// problem's 21600 flops take at least 0.5625 ms there.
-TEST_F(TunerTest, CandidatesWithoutTensorCoresAreNotTriedWhenTheFp32PeakCannotBeatTheBest) {
-  std::vector<ScriptedEngine> e(4);
-  e[0].id = 0;
-  e[0].notes = kNoteTensorCore;
-  e[0].time_ms = 0.5f;
-  e[1].id = 19;  // compiled at run time, no tensor cores: cannot beat 0.5 ms at the FP32 peak
-  e[1].notes = kNoteRuntimeCompilation;
-  e[1].time_ms = 0.6f;
-  e[2].id = 2;  // no tensor cores either
-  e[2].time_ms = 0.7f;
-  e[3].id = 3;  // Winograd does fewer multiplies than the definition: no bound
-  e[3].notes = kNoteWinograd;
-  e[3].time_ms = 0.55f;
-  use_engines(e);
-  DeviceInfo device = ScriptedBackend::default_device();
-  device.sm_count = 1;
-  device.clock_khz = 100;
-  backend_->set_device(handle_, device);
-  const std::string why =
-      "not tried: it uses no tensor cores, and the problem's 2.16e-05 GFLOP take at least 0.5625 "
-      "ms at 1.5x the device's FP32 peak, 3.84e-05 TFLOP/s: the best so far takes 0.5 ms";
-  for (TuneMode mode : {TuneMode::kLimited, TuneMode::kExhaustive}) {
-    policy_.mode = mode;
-    const TuningRecord r = tune_ok(small_problem());
-    EXPECT_EQ(r.config.engine_id, 0);
-    EXPECT_EQ(outcome(r, 19), why);
-    EXPECT_EQ(outcome(r, 2), why);
-    ASSERT_NE(candidate(r, 3), nullptr);
-    EXPECT_GT(candidate(r, 3)->median_ms, 0);
-  }
-  // Those that were tried give wrong results: the last resort tries those that were not.
-  e[0].behavior = EngineBehavior::kWrongResult;
-  e[3].behavior = EngineBehavior::kWrongResult;
-  use_engines(e);
-  backend_->set_device(handle_, device);
-  const TuningRecord last = tune_ok(small_problem());
-  EXPECT_EQ(last.config.engine_id, 2);
-  EXPECT_EQ(outcome(last, 2), "ok");
-
-  device.clock_khz = 0;  // the peak is unknown: every candidate is tried
-  e[0].behavior = EngineBehavior::kCorrect;
-  e[3].behavior = EngineBehavior::kCorrect;
-  use_engines(e);
-  backend_->set_device(handle_, device);
-  const TuningRecord r = tune_ok(small_problem());
-  ASSERT_NE(candidate(r, 19), nullptr);
-  EXPECT_GT(candidate(r, 19)->median_ms, 0);
-  EXPECT_GT(candidate(r, 2)->median_ms, 0);
-}
-
 TEST_F(TunerTest, SkippedRuntimeCompiledCandidatesAreTriedWhenNoPrecompiledOnePasses) {
   auto e = short_convolution_engines(0.05f);
   e[0].behavior = EngineBehavior::kWrongResult;
