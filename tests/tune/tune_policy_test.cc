@@ -341,6 +341,15 @@ TEST(ErrataTest, KnownFaultRulesMatchWhereTheFaultWasSeen) {
   ConvProblem stem_fwd = *stem;
   stem_fwd.direction = Direction::kForward;
   EXPECT_FALSE(any_matches(stem_fwd, s2d2));
+
+  // Engine 69's split-K slices on backward-filter, any shape; not its default configuration, not
+  // engine 70's slices (they ran), not another direction.
+  for (int64_t slices : {9, 17, 26})
+    EXPECT_TRUE(any_matches(wgrad, EngineConfig{69, {{17, slices}, {24, 0}}})) << slices;
+  EXPECT_TRUE(any_matches(*stem, EngineConfig{69, {{17, 9}}}));
+  EXPECT_FALSE(any_matches(wgrad, EngineConfig{69, {}}));
+  EXPECT_FALSE(any_matches(wgrad, EngineConfig{70, {{17, 9}, {24, 0}}}));
+  EXPECT_FALSE(any_matches(*dgrad, EngineConfig{69, {{17, 9}, {24, 0}}}));
 }
 
 TEST(ErrataTest, LoadsRulesFromAFile) {
