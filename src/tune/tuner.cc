@@ -502,6 +502,12 @@ class TuneRun {
   // far is within kNearRooflineFactor of the roofline floor; if so, marks it not tried and says
   // why.
   bool defer_unranked_compile_near_roofline(Entry& e);
+  // True when e is a knob combination and `wave` holds a configuration of its engine that is not
+  // one: e waits for the next wave, so that defer_far_knob_variant judges it by that
+  // configuration's time instead of it being compiled blind beside it. Engine 69's split-K
+  // combinations, compiled beside its default once a rule had taken engine 19 out of that wave,
+  // never finished (issue 21); its default, timed first, took 3.3 ms where engine 70 took 0.97.
+  static bool shares_wave_with_its_engine(const Entry& e, const std::vector<Entry*>& wave);
   // Exhaustive: after `wave` (runtime-compiled, timed) held a knob combination and did not improve
   // on `best_before`, the combinations in todo[next..] are not compiled.
   void stop_knob_variants(const std::vector<Entry*>& todo, size_t next,
@@ -1352,6 +1358,16 @@ bool TuneRun::defer_far_knob_variant(Entry& e) {
   return true;
 }
 
+bool TuneRun::shares_wave_with_its_engine(const Entry& e, const std::vector<Entry*>& wave) {
+  if (!e.knob_variant) return false;
+  const EngineConfig& c = e.candidate.config;
+  return std::any_of(wave.begin(), wave.end(), [&](const Entry* o) {
+    const EngineConfig& oc = o->candidate.config;
+    return !o->knob_variant && oc.engine_id == c.engine_id && oc.unfused == c.unfused &&
+           oc.rewrite == c.rewrite;
+  });
+}
+
 bool TuneRun::defer_unranked_compile_near_roofline(Entry& e) {
   if (policy_.mode == TuneMode::kLimited || last_resort_ ||
       e.source != CandidateSource::kAllEngines)
@@ -1496,6 +1512,7 @@ Status TuneRun::screen_runtime_compiled(size_t begin, size_t end, bool budgeted)
     std::vector<Entry*> wave;  // those the filters let through: only they are built
     std::vector<Entry*> all;
     for (; next < todo.size() && all.size() < size; ++next) {
+      if (shares_wave_with_its_engine(*todo[next], all)) break;  // it starts the next wave
       if (!todo[next]->deferred.empty() || defer_far_knob_variant(*todo[next]) ||
           defer_unranked_compile_near_roofline(*todo[next]))
         continue;

@@ -299,6 +299,33 @@ TEST(CompilePool, LimitedModeGoesOnWhileWavesImprove) {
   EXPECT_EQ(r->config.engine_id, 7);
 }
 
+// A knob combination is not compiled in the wave of its engine's default configuration: it waits
+// for the default's time, and is not compiled at all when that was far behind the best (engine
+// 69's split-K combinations, compiled blind beside its default, never finished; issue 21).
+TEST(CompilePool, KnobCombinationsWaitForTheirEnginesDefaultTime) {
+  // Engine 1 (3 ms, far behind engine 2's 0.9) and engine 2 fill half a wave; engine 1's three
+  // combinations would have filled the rest.
+  auto e = compiled_engines(1.0f, 2, [](int i) { return i == 1 ? 3.0f : 0.9f; });
+  e[1].knobs = {KnobInfo{17, "k17", 0, 3, 1, 0}};
+  auto backend = std::make_shared<ScriptedBackend>(e);
+  TunePolicy policy;
+  policy.mode = TuneMode::kExhaustive;
+  policy.compile_threads = 4;
+  auto r = tune(backend, problem(), policy);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->config.engine_id, 2);
+  EXPECT_EQ(backend->runtime_compilations.load(), 2) << "the two defaults alone";
+  EXPECT_EQ(count_outcomes(*r, "not tried: a knob combination of engine 1, whose best"), 3u);
+
+  // Near the best, the combinations are compiled after their default, in a wave of their own.
+  e[1].time_ms = 1.0f;
+  backend = std::make_shared<ScriptedBackend>(e);
+  r = tune(backend, problem(), policy);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(backend->runtime_compilations.load(), 5);
+  EXPECT_EQ(count_outcomes(*r, "not tried"), 0u);
+}
+
 TEST(CompilePool, ExhaustiveModeHasNoCapAndNoWaveStop) {
   auto e = compiled_engines(1.0f, 10, [](int) { return 1.5f; });
   auto backend = std::make_shared<ScriptedBackend>(e);
