@@ -356,6 +356,13 @@ struct Entry {
   Status prebuild_error;
 };
 
+// Whether a and b configure one engine of the problem: its index and its graph (unfused or not),
+// not through a rewrite, whatever the knob choices.
+bool same_plain_engine(const EngineConfig& a, const EngineConfig& b) {
+  return a.engine_id == b.engine_id && a.unfused == b.unfused && a.rewrite.empty() &&
+         b.rewrite.empty();
+}
+
 bool is_runtime_compiled(const Entry& e) {
   return (e.candidate.notes & kNoteRuntimeCompilation) != 0;
 }
@@ -1344,8 +1351,7 @@ bool TuneRun::defer_far_knob_variant(Entry& e) {
     if (!o.timed || o.dropped) continue;
     const EngineConfig& c = o.candidate.config;
     if (!o.knob_variant) lower(base_best, o.result.median_ms);
-    if (c.engine_id == config.engine_id && c.unfused == config.unfused && c.rewrite.empty())
-      lower(engine_best, o.result.median_ms);
+    if (same_plain_engine(c, config)) lower(engine_best, o.result.median_ms);
   }
   if (engine_best < 0 || base_best < 0 || engine_best <= kKnobVariantFactor * base_best)
     return false;
@@ -1360,11 +1366,8 @@ bool TuneRun::defer_far_knob_variant(Entry& e) {
 
 bool TuneRun::shares_wave_with_its_engine(const Entry& e, const std::vector<Entry*>& wave) {
   if (!e.knob_variant) return false;
-  const EngineConfig& c = e.candidate.config;
   return std::any_of(wave.begin(), wave.end(), [&](const Entry* o) {
-    const EngineConfig& oc = o->candidate.config;
-    return !o->knob_variant && oc.engine_id == c.engine_id && oc.unfused == c.unfused &&
-           oc.rewrite == c.rewrite;
+    return !o->knob_variant && same_plain_engine(o->candidate.config, e.candidate.config);
   });
 }
 

@@ -160,6 +160,20 @@ Status fill_random(Session& session, DeviceTensors& tensors, DataType t, uint64_
   return ok_status();
 }
 
+namespace {
+
+// Backend::time of `plan` on workspace of its own (allocated for the timing, freed after).
+StatusOr<std::vector<float>> time_plan(Session& session, Plan& plan, const TensorPointers& pointers,
+                                       const MeasureOptions& options) {
+  CONVPLAN_ASSIGN_OR_RETURN(
+      DeviceBuffer workspace,
+      DeviceBuffer::allocate(session.allocator(), static_cast<size_t>(plan.workspace_bytes())));
+  return session.backend().time(plan, pointers, workspace.get(), options.warmup, options.iters,
+                                options.flush_l2, /*cutoff_ms=*/0);
+}
+
+}  // namespace
+
 StatusOr<Measurement> tune_and_time(Session& session, const ConvProblem& problem,
                                     const DeviceTensors& tensors, const MeasureOptions& options) {
   Measurement m;
@@ -183,13 +197,7 @@ StatusOr<Measurement> tune_and_time(Session& session, const ConvProblem& problem
   CONVPLAN_RETURN_IF_ERROR(session.backend().copy_to_host(
       session.handle(), &first_byte, output_buffer(problem, tensors).get(), 1));
   m.first_result_ms = ms_since(start);
-  CONVPLAN_ASSIGN_OR_RETURN(
-      DeviceBuffer workspace,
-      DeviceBuffer::allocate(session.allocator(), static_cast<size_t>(m.workspace_bytes)));
-  CONVPLAN_ASSIGN_OR_RETURN(
-      m.times_ms, session.backend().time(plan.plan(), pointers, workspace.get(), options.warmup,
-                                         options.iters, options.flush_l2,
-                                         /*cutoff_ms=*/0));
+  CONVPLAN_ASSIGN_OR_RETURN(m.times_ms, time_plan(session, plan.plan(), pointers, options));
   m.time = summarize(m.times_ms);
   return m;
 }
@@ -264,13 +272,11 @@ StatusOr<std::pair<double, std::string>> measure_matrix_tflops(Session& session,
       record.plan_json.empty()
           ? session.backend().build(session.handle(), p, record.config)
           : session.backend().build_from_json(session.handle(), p, record.plan_json));
-  CONVPLAN_ASSIGN_OR_RETURN(
-      DeviceBuffer workspace,
-      DeviceBuffer::allocate(session.allocator(), static_cast<size_t>(plan->workspace_bytes())));
+  MeasureOptions options;
+  options.warmup = 3;
+  options.iters = 10;
   CONVPLAN_ASSIGN_OR_RETURN(std::vector<float> times,
-                            session.backend().time(*plan, t.pointers(), workspace.get(),
-                                                   /*warmup=*/3, /*iters=*/10,
-                                                   /*flush_l2=*/false, /*cutoff_ms=*/0));
+                            time_plan(session, *plan, t.pointers(), options));
   const double best = summarize(times).min_ms;
   if (best <= 0) return internal_error("the matrix-rate convolution took no measurable time");
   return std::make_pair(p.flops() / (best * 1e9), p.to_string());
